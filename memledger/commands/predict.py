@@ -177,9 +177,10 @@ def garbage_line(led) -> str | None:
 
 def unseen_save_ops(led, pols) -> list[str]:
     """A line per name in a selective save list that no op of the traced steps had: the
-    replay keeps nothing for it, as selective checkpointing would (`measure` refuses a
-    name torch breaks up before the dispatcher, `save=matmul`; the ledger cannot tell that
-    from an op this model never runs)."""
+    replay keeps nothing for it, as selective checkpointing would. A name torch breaks up
+    before the dispatcher (`save=matmul`), or no aten op, is refused by both sides instead
+    (Note [Save names predict checks without torch], replay/aten_names.py): no line."""
+    from memledger.replay.aten_names import reaches_dispatch
     from memledger.replay.policies import DEFAULT_SAVE_OPS, PolicyKind
 
     ran = set(led.storages["op"].astype(str).str.split(".").str[0])   # as replay names them
@@ -189,7 +190,7 @@ def unseen_save_ops(led, pols) -> list[str]:
             if part.kind is not PolicyKind.SELECTIVE or part.save_ops() == DEFAULT_SAVE_OPS:
                 continue                  # the default list names ops some models never run
             for name in part.save_ops():
-                if name not in ran:
+                if name not in ran and name in reaches_dispatch():
                     out.append(f"{pol.text()}: save={name}: no op of that name ran in the "
                                "traced steps, so nothing is kept for it (op names are aten's "
                                "as the ledger shows them: mm, addmm, bmm, convolution, ...)")

@@ -70,6 +70,7 @@ from torch.utils.checkpoint import (
 from memledger.crash import internal
 from memledger.errors import MatchesNoModule, PolicyError
 from memledger.measure.offload import Offloader
+from memledger.replay.aten_names import save_op_refusal
 from memledger.replay.policies import (
     DEFAULT_SAVE_OPS,
     Policy,
@@ -316,8 +317,42 @@ def _model_state(model: nn.Module) -> list[torch.Tensor]:
     """The parameters and buffers offload leaves on the device: not a tensor an op computed
     that the model holds in `_parameters` (higher's first fast weights, `p.clone()`), which
     the ledger reads as an activation and the replay moves (Note [A computed tensor in a
-    module's parameters], trace/collector.py)."""
-    return [*(p for p in module_parameters(model) if p.grad_fn is None), *model.buffers()]
+    module's parameters], trace/collector.py); and the constants its modules hold as plain
+    attributes (Note [A constant a module holds, left on the device])."""
+    return [*(p for p in module_parameters(model) if p.grad_fn is None), *model.buffers(),
+            *_held_constants(model)]
+
+
+# Note [A constant a module holds, left on the device]
+# A tensor a module keeps as a plain attribute, not requiring grad, is model state to the
+# ledger (Note [A tensor a module holds unregistered], trace/collector.py: the role
+# `buffer`), and the replay never moves a buffer its module holds (engine.py `movable`):
+# offloading it frees nothing, the module keeps it. The offloader skipped registered
+# buffers only, so it wrote such a constant out at pack and read it back at unpack: a copy
+# the baseline never had, held (Note [Rounds of a read-back, replayed]) from the first
+# unpack of its saves to the last. Where the module runs once a step, the copy lives for
+# one node and missed the peak; where it runs K times a step (a rollout, a shared block),
+# the copy spans the backward of K calls. cliffordlayers keeps its algebra's signature `g`
+# as a plain float32 tensor on every Clifford layer and each kernel build saves `g[0]`
+# (`g[0] * w[1]`): a 1-D net applied to its own output 3 times, `offload:head` measured
+# 4 B over predicted, `offload:blocks.*` 12 B (tests/clients/test_clifford_clients.py).
+# In plain torch: tests/clients/train_plain_index.py --calls 3, each block's int64 index
+# (8,192 B) a plain attribute saved by `index`: `offload:*` measured 95,496 B against
+# 79,112 predicted (and measured with `--buffer`). Such constants are now left on the
+# device as buffers are: the tensors `vars(module)` holds, of plain type, strided, not
+# requiring grad, found when the policy goes on (made in setup, as the ledger's rule asks).
+# A constant made in a step (a cache) is not among them and moves as the ledger's
+# activation it is.
+def _held_constants(model: nn.Module) -> list[torch.Tensor]:
+    """The plain tensors the model's modules hold as attributes, not requiring grad."""
+    out, seen = [], set()
+    for _, mod in named_modules(model):
+        for t in vars(mod).values():
+            if type(t) is torch.Tensor and not t.requires_grad and \
+                    t.layout is torch.strided and not t.is_nested and id(t) not in seen:
+                seen.add(id(t))
+                out.append(t)
+    return out
 
 
 def _wrap(handle: PolicyHandle, model: nn.Module, regions: list[Region],
@@ -1569,8 +1604,7 @@ def _check_save_ops(policy: str, ops: tuple[str, ...]) -> None:
     for name in ops:
         packet = getattr(torch.ops.aten, name, None)
         if packet is None:
-            raise PolicyError(f"{policy}: save={name} is no aten op, so selective would keep "
-                              "nothing (op kinds are aten names like mm,addmm,bmm,convolution)")
+            raise PolicyError(save_op_refusal(policy, name, False))
         seen = False
         for overload in packet.overloads():
             if "out" in overload:   # aten.linear.out has a kernel of its own; never called
@@ -1583,11 +1617,8 @@ def _check_save_ops(policy: str, ops: tuple[str, ...]) -> None:
                     break
             except RuntimeError:   # an overload the build does not register
                 continue
-        if not seen:
-            raise PolicyError(f"{policy}: save={name} never reaches selective checkpointing "
-                              f"(torch breaks aten.{name} into other ops first), so nothing "
-                              "would be kept; name the ops it becomes instead (a matmul or "
-                              "linear becomes mm, addmm or bmm; a conv2d convolution)")
+        if not seen:   # predict says the same from its lists (Note [Save names predict
+            raise PolicyError(save_op_refusal(policy, name, True))   # checks without torch])
 
 
 def _selective_context(save_ops: tuple[str, ...]) -> Callable:

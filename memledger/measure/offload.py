@@ -32,7 +32,9 @@ its save is exact.
 
 Parameters, buffers and storages smaller than `min_bytes` stay on the device (`pack`
 returns them in place, detached where they have a `grad_fn`: Note [A save left in place
-holds no graph]): parameters are resident anyway and copying them would only add.
+holds no graph]): parameters are resident anyway and copying them would only add. So are
+the constants a module holds as plain attributes (Note [A constant a module holds, left on
+the device], measure/apply.py, which hands them in with the parameters and buffers).
 
 # Note [One file, slots reused]
 On CPU the copies go to one unnamed file per Offloader (in `directory`, `$TMPDIR` by

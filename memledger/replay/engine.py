@@ -164,12 +164,13 @@ import numpy as np
 
 from memledger.errors import NotPredicted, PolicyError
 from memledger.ledger.schema import CATEGORIES
+from memledger.replay.aten_names import refused_save_name
 from memledger.replay.calls import output_saves, record_call, save_call, scopes_of, which_call
 from memledger.replay.compiled import refuse_compiled_regions
 from memledger.replay.emptied_cache import emptied_cache_calls, skipped_fills
 from memledger.replay.passes import OwnReads, one_phase_per_pass, own_reads
-from memledger.replay.policies import (MODEL_FIRST, MODEL_MOVED, Policy, PolicyKind,
-                                       no_model_message, resolve)
+from memledger.replay.policies import (DEFAULT_SAVE_OPS, MODEL_FIRST, MODEL_MOVED, Policy,
+                                       PolicyKind, no_model_message, resolve)
 from memledger.replay.prepared import ACTIVATION, BUFFER, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import (
     refuse_around_function_checkpoints,
@@ -3528,6 +3529,16 @@ def _work(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments, off: np.n
                           for p in policy.parts])
 
 
+def _refuse_unseen_save_names(policy: Policy) -> None:
+    """Refuse an explicit save list naming no aten op, or one selective never sees, in
+    measure's line (Note [Save names predict checks without torch], replay/aten_names.py)."""
+    for part in policy.parts:
+        if part.kind is PolicyKind.SELECTIVE and part.save != DEFAULT_SAVE_OPS:
+            line = refused_save_name(policy.text(), part.save)
+            if line is not None:
+                raise PolicyError(line)
+
+
 def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
            probe: int | None = None, slots: bool = False) -> Replayed:
     """Predict the live curve of `prep`'s run under `policy`. See Note [Replay of a
@@ -3535,6 +3546,7 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     `probe`: an original event; `Replayed.at_probe` is then the bytes per category live
     right after it in the rewritten stream. `slots`: also return `slot_curve`."""
     calls = _select_calls(prep, policy)
+    _refuse_unseen_save_names(policy)   # Note [Save names predict checks without torch]
     prep = _unfolded_under_selective(prep, calls)
     if prep.stateful_mod is not None:   # never re-run a call that writes outside state
         refuse_recompute_of_stateful(policy.text(), calls.mods, calls.ev0,

@@ -3725,7 +3725,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # cache, `self.last_attn = attn`) keeps the category its use gives it, and so does one
     # the step took as its input: a GP keeps its training data so (gpytorch's ExactGP:
     # `self.train_targets`, tests/clients/test_botorch_clients.py's 128 B of targets),
-    # data the script hands the model, an `input`.
+    # data the script hands the model, an `input`. measure's offloader leaves such a
+    # constant on the device as it leaves buffers (Note [A constant a module holds, left
+    # on the device], measure/apply.py), as the replay does.
     def _made_before_steps(self, t: torch.Tensor) -> bool:
         if t.layout is not torch.strided or t.is_nested:   # no one storage to ask of
             return False

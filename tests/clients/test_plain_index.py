@@ -21,3 +21,18 @@ def test_an_unregistered_index_reads_as_the_registered_buffer_does():
         assert s.activations.saved_bytes == 16_384
     st = runs[0].ledger.storages
     assert sorted(st.loc[st["category"] == "buffer", "name"]) == ["0.idx", "1.idx"]
+
+
+def test_a_constant_held_unregistered_stays_on_the_device_under_offload():
+    """`--calls 3`: the model applied to its own output three times a step, each block's
+    index saved by `index` in each call. Offload left a registered buffer in place but
+    wrote the plain attribute out and read it back, a copy held from the first of its
+    three unpacks to the last: `offload:*` measured 95,496 B against 79,112 predicted,
+    `offload:0` 95,528 against 93,192 (Note [A constant a module holds, left on the
+    device], measure/apply.py). Now both read as with `--buffer`, to the byte."""
+    pols = {"checkpoint:*": 131_144, "offload:*": 79_112, "offload:0": 93_192}
+    for argv in (["--calls", "3"], ["--calls", "3", "--buffer"]):
+        run = run_client("train_plain_index.py", argv, list(pols))
+        assert run.ledger_peak == run.allocator_peak == 115_496
+        for policy, peak in pols.items():
+            assert run.policies[policy].predicted == run.policies[policy].measured == peak

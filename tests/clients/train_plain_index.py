@@ -1,7 +1,8 @@
 """A constant index a module keeps as a plain attribute, in plain torch: each block holds
 `self.idx` (an int64 tensor made at init, not a registered buffer, as lambda-networks'
 LambdaLayer holds its `rel_pos`) and gathers a learned table with it in every forward;
-`index` saves the indices for backward. `--buffer` registers it instead.
+`index` saves the indices for backward. `--buffer` registers it instead. `--calls K` applies
+the model to its own output K times a step (a rollout: each block saves its index K times).
 
     python tests/clients/train_plain_index.py --steps 3
     memledger trace tests/clients/train_plain_index.py --steps 2 -o pi.ledger
@@ -33,13 +34,20 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--buffer", action="store_true")
+    p.add_argument("--calls", type=int, default=1)
     args = p.parse_args()
     torch.manual_seed(0)
     n, dim = 32, 8
     model = nn.Sequential(*[Block(dim, n, args.buffer) for _ in range(2)])
     optim = torch.optim.SGD(model.parameters(), lr=1e-2)
     for step in range(args.steps):
-        loss = model(torch.randn(4, n, dim)).square().mean()
+        if args.calls == 1:
+            loss = model(torch.randn(4, n, dim)).square().mean()
+        else:   # a rollout: the model fed its own output
+            x = model(torch.randn(4, n, dim))
+            for _ in range(args.calls - 1):
+                x = model(x)
+            loss = x.square().mean()
         loss.backward()
         optim.step()
         optim.zero_grad()

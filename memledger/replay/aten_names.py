@@ -1,0 +1,363 @@
+"""The aten op names a selective save list can name, without torch (replay/ never imports
+it): Note [Save names predict checks without torch].
+
+# Note [Save names predict checks without torch]
+Selective checkpointing's policy sees ops as they reach the dispatcher, after torch broke
+its composite ops up (CompositeImplicitAutograd: `einsum`, `matmul`, `linear`, `conv2d`,
+`dropout`). measure asks torch whether each name of an explicit save list is an aten op
+and whether any of its overloads reaches the dispatcher, and refuses the list otherwise
+(`_check_save_ops`, measure/apply.py): nothing would be kept, silently. predict cannot ask
+torch, and priced such a list as if the name kept nothing: on cliffordlayers' Clifford FNO
+(tests/clients/train_clifford.py --model fno2d --rollout 2 --clip),
+`selective:layers.*:save=_fft_c2c,einsum,bmm` predicted 770,224 B where measure refused it
+in one line. So the two lists below, torch 2.13.0's aten names (of
+`torch._C._dispatch_get_all_op_names()`, overloads dropped) split as measure splits them,
+let predict refuse the same names in the same line (`save_op_refusal`, used by both
+sides). A name in neither list is no aten op here (`fooo`). tests/unit/test_aten_names.py
+checks the lists against the torch installed, name by name; under another torch, it says
+to regenerate them (the test file's `_lists()` prints them).
+"""
+
+from __future__ import annotations
+
+import functools
+
+TORCH_VERSION = "2.13.0"
+
+_REACHES_DISPATCH = """
+__ilshift__ __irshift__ __lshift__ __rshift__ _adaptive_avg_pool2d
+_adaptive_avg_pool2d_backward _adaptive_avg_pool3d _adaptive_avg_pool3d_backward _add_relu
+_add_relu_ _addmm_activation _aminmax _amp_foreach_non_finite_check_and_unscale
+_amp_foreach_non_finite_check_and_unscale_ _amp_update_scale _amp_update_scale_
+_assert_async _assert_scalar _assert_tensor_metadata _batch_norm_no_update
+_batch_norm_with_update _batch_norm_with_update_functional _cdist_backward _cdist_forward
+_cholesky_solve_helper _chunk_cat _coalesce _coalesced _coalesced_
+_compute_linear_combination _conj _conj_copy _conj_physical _conv_depthwise2d
+_convert_indices_from_coo_to_csr _convert_indices_from_csr_to_coo
+_convert_weight_to_int4pack _convert_weight_to_int4pack_for_cpu _convolution _copy_from
+_copy_from_and_resize _cslt_compress _cslt_sparse_mm _cslt_sparse_mm_search _ctc_loss
+_ctc_loss_backward _cudnn_attention_backward _cudnn_attention_forward _cudnn_ctc_loss
+_cudnn_init_dropout_state _cudnn_rnn _cudnn_rnn_backward _cudnn_rnn_flatten_weight
+_cummax_helper _cummin_helper _dimI _dimV _dirichlet_grad _dyn_quant_matmul_4bit
+_dyn_quant_pack_4bit_weight _efficient_attention_backward _efficient_attention_forward
+_efficientzerotensor _embedding_bag _embedding_bag_backward _embedding_bag_dense_backward
+_embedding_bag_forward_only _embedding_bag_per_sample_weights_backward
+_empty_affine_quantized _empty_per_channel_affine_quantized _euclidean_dist
+_fake_quantize_learnable_per_channel_affine
+_fake_quantize_learnable_per_channel_affine_backward
+_fake_quantize_learnable_per_tensor_affine
+_fake_quantize_learnable_per_tensor_affine_backward
+_fake_quantize_per_tensor_affine_cachemask_tensor_qparams _fft_c2c _fft_c2r _fft_r2c
+_fill_mem_eff_dropout_mask_ _flash_attention_backward _flash_attention_forward
+_flash_attention_forward_no_dropout_inplace _foobar _foreach_abs _foreach_abs_ _foreach_acos
+_foreach_acos_ _foreach_add _foreach_add_ _foreach_addcdiv _foreach_addcdiv_
+_foreach_addcmul _foreach_addcmul_ _foreach_asin _foreach_asin_ _foreach_atan _foreach_atan_
+_foreach_ceil _foreach_ceil_ _foreach_clamp_max _foreach_clamp_max_ _foreach_clamp_min
+_foreach_clamp_min_ _foreach_clone _foreach_copy _foreach_copy_ _foreach_cos _foreach_cos_
+_foreach_cosh _foreach_cosh_ _foreach_div _foreach_div_ _foreach_erf _foreach_erf_
+_foreach_erfc _foreach_erfc_ _foreach_exp _foreach_exp_ _foreach_expm1 _foreach_expm1_
+_foreach_floor _foreach_floor_ _foreach_frac _foreach_frac_ _foreach_lerp _foreach_lerp_
+_foreach_lgamma _foreach_lgamma_ _foreach_log _foreach_log10 _foreach_log10_ _foreach_log1p
+_foreach_log1p_ _foreach_log2 _foreach_log2_ _foreach_log_ _foreach_max _foreach_maximum
+_foreach_maximum_ _foreach_minimum _foreach_minimum_ _foreach_mm _foreach_mul _foreach_mul_
+_foreach_neg _foreach_neg_ _foreach_norm _foreach_pow _foreach_pow_ _foreach_powsum
+_foreach_reciprocal _foreach_reciprocal_ _foreach_round _foreach_round_ _foreach_rsqrt
+_foreach_rsqrt_ _foreach_sigmoid _foreach_sigmoid_ _foreach_sign _foreach_sign_ _foreach_sin
+_foreach_sin_ _foreach_sinh _foreach_sinh_ _foreach_sqrt _foreach_sqrt_ _foreach_sub
+_foreach_sub_ _foreach_tan _foreach_tan_ _foreach_tanh _foreach_tanh_ _foreach_trunc
+_foreach_trunc_ _foreach_zero _foreach_zero_ _functional_assert_async
+_functional_assert_scalar _functional_sym_constrain_range
+_functional_sym_constrain_range_for_size _fused_adagrad _fused_adagrad_ _fused_adam
+_fused_adam_ _fused_adamw _fused_adamw_ _fused_dropout _fused_moving_avg_obs_fq_helper
+_fused_moving_avg_obs_fq_helper_functional _fused_rms_norm_backward _fused_sdp_choice
+_fused_sgd _fused_sgd_ _fw_primal _fw_primal_copy _grid_sampler_2d_cpu_fallback
+_grid_sampler_2d_cpu_fallback_backward _grouped_mm _has_same_storage_numel
+_histogramdd_bin_edges _histogramdd_from_bin_cts _histogramdd_from_bin_tensors
+_index_put_impl _index_put_impl_ _indices _indices_copy _int_mm _is_all_true _is_any_true
+_jagged_to_padded_dense_forward _lazy_clone _linalg_check_errors _linalg_det _linalg_eigh
+_linalg_eigvals _linalg_slogdet _linalg_solve_ex _linalg_svd _local_scalar_dense
+_log_softmax _log_softmax_backward_data _logcumsumexp _lstm_mps _make_dep_token _make_dual
+_make_dual_copy _make_per_channel_quantized_tensor _make_per_tensor_quantized_tensor
+_masked_scale _masked_softmax _masked_softmax_backward _mixed_dtypes_linear _mkldnn_reshape
+_mkldnn_transpose _mkldnn_transpose_ _mps_convolution _mps_convolution_transpose
+_native_batch_norm_legit _native_batch_norm_legit_functional
+_native_batch_norm_legit_no_training _native_multi_head_attention _neg_view _neg_view_copy
+_nested_compute_contiguous_strides_offsets _nested_from_padded
+_nested_from_padded_and_nested_example _nested_from_padded_tensor _nested_get_jagged_dummy
+_nested_get_lengths _nested_get_max_seqlen _nested_get_min_seqlen _nested_get_offsets
+_nested_get_ragged_idx _nested_get_values _nested_get_values_copy _nested_select_backward
+_nested_sum_backward _nested_tensor_from_mask _nested_tensor_from_mask_left_aligned
+_nested_tensor_from_tensor_list _nested_tensor_size _nested_tensor_softmax_with_shape
+_nested_tensor_storage_offsets _nested_tensor_strides _nested_view_from_buffer
+_nested_view_from_buffer_copy _nested_view_from_jagged _nested_view_from_jagged_copy
+_new_zeros_with_same_feature_meta _nnpack_spatial_convolution _nnz _pack_padded_sequence
+_padded_dense_to_jagged_forward _pdist_backward _pdist_forward _philox_key_fold_in
+_philox_key_split _philox_normal _philox_normal_ _philox_uniform _philox_uniform_
+_pin_memory _prelu_kernel _prelu_kernel_backward _print _reshape_alias _reshape_alias_copy
+_reshape_copy _resize_output _resize_output_ _safe_softmax _sample_dirichlet
+_scaled_dot_product_attention_math_for_mps _scaled_dot_product_cudnn_attention
+_scaled_dot_product_cudnn_attention_backward _scaled_dot_product_efficient_attention
+_scaled_dot_product_efficient_attention_backward _scaled_dot_product_flash_attention
+_scaled_dot_product_flash_attention_backward _scaled_dot_product_flash_attention_for_cpu
+_scaled_dot_product_flash_attention_for_cpu_backward
+_scaled_dot_product_fused_attention_overrideable
+_scaled_dot_product_fused_attention_overrideable_backward _scaled_grouped_mm
+_scaled_grouped_mm_v2 _scaled_mm _scaled_mm_v2 _segment_reduce_backward
+_slow_conv2d_backward _slow_conv2d_forward _softmax _softmax_backward_data _sparse_addmm
+_sparse_broadcast_to _sparse_broadcast_to_copy _sparse_compressed_tensor_with_dims
+_sparse_coo_tensor_with_dims _sparse_coo_tensor_with_dims_and_tensors _sparse_csr_prod
+_sparse_csr_sum _sparse_log_softmax _sparse_log_softmax_backward_data
+_sparse_mask_projection _sparse_mm_reduce_impl _sparse_mm_reduce_impl_backward
+_sparse_semi_structured_addmm _sparse_semi_structured_apply
+_sparse_semi_structured_apply_dense _sparse_semi_structured_linear
+_sparse_semi_structured_mm _sparse_semi_structured_tile _sparse_softmax
+_sparse_softmax_backward_data _sparse_sparse_matmul _sparse_sum _sparse_sum_backward
+_spdiags _spsolve _stack _standard_gamma _standard_gamma_grad
+_test_autograd_multiple_dispatch _test_autograd_multiple_dispatch_view
+_test_autograd_multiple_dispatch_view_copy _test_functorch_fallback
+_test_optional_filled_intlist _test_optional_floatlist _test_optional_intlist
+_test_parallel_materialize _test_warn_in_autograd _thnn_fused_gru_cell
+_thnn_fused_gru_cell_backward _thnn_fused_lstm_cell _thnn_fused_lstm_cell_backward_impl
+_to_copy _to_dense _to_sparse _to_sparse_bsc _to_sparse_bsr _to_sparse_csc _to_sparse_csr
+_to_sparse_semi_structured _transform_bias_rescale_qkv _transformer_encoder_layer_fwd
+_trilinear _triton_multi_head_attention _triton_scaled_dot_attention _unique _unique2
+_unsafe_index _unsafe_index_put _unsafe_masked_index _unsafe_masked_index_put_accumulate
+_unsafe_view _upsample_bicubic2d_aa _upsample_bicubic2d_aa_backward _upsample_bilinear2d_aa
+_upsample_bilinear2d_aa_backward _upsample_lanczos2d_aa _upsample_lanczos2d_aa_backward
+_upsample_nearest_exact1d_backward _upsample_nearest_exact2d_backward
+_upsample_nearest_exact3d_backward _use_cudnn_ctc_loss _use_miopen_ctc_loss
+_validate_compressed_sparse_indices _values _values_copy _weight_int4pack_mm
+_weight_int4pack_mm_for_cpu _weight_int4pack_mm_with_scales_and_zeros _weight_int8pack_mm
+_weight_norm_interface _weight_norm_interface_backward abs abs_ acos acos_ acosh acosh_
+adaptive_avg_pool3d_backward adaptive_max_pool2d adaptive_max_pool2d_backward
+adaptive_max_pool3d adaptive_max_pool3d_backward add add_ addbmm addbmm_ addcdiv addcdiv_
+addcmul addcmul_ addmm addmm_ addmv addmv_ addr addr_ affine_grid_generator alias alias_copy
+all allclose amax amin aminmax angle any arange argmax argmin as_strided as_strided_
+as_strided_copy as_strided_scatter asin asin_ asinh asinh_ atan atan2 atan2_ atan_ atanh
+atanh_ avg_pool2d avg_pool2d_backward avg_pool3d avg_pool3d_backward baddbmm baddbmm_
+bartlett_window batch_norm_backward batch_norm_backward_elemt batch_norm_backward_reduce
+batch_norm_elemt batch_norm_gather_stats batch_norm_gather_stats_with_counts
+batch_norm_stats batch_norm_update_stats bernoulli bernoulli_ binary_cross_entropy
+binary_cross_entropy_backward binary_cross_entropy_with_logits bincount binomial bitwise_and
+bitwise_and_ bitwise_left_shift bitwise_left_shift_ bitwise_not bitwise_not_ bitwise_or
+bitwise_or_ bitwise_right_shift bitwise_right_shift_ bitwise_xor bitwise_xor_
+blackman_window block_diag bmm bucketize cat cauchy cauchy_ ccol_indices ccol_indices_copy
+ceil ceil_ celu celu_ channel_shuffle cholesky cholesky_inverse cholesky_solve clamp clamp_
+clamp_max clamp_max_ clamp_min clamp_min_ clone col2im col_indices col_indices_copy complex
+conj_physical_ constant_pad_nd conv_depthwise3d conv_tbc convolution convolution_backward
+convolution_backward_overrideable convolution_overrideable copy copy_ copy_sparse_to_sparse
+copy_sparse_to_sparse_ copysign copysign_ cos cos_ cosh cosh_ count_nonzero crow_indices
+crow_indices_copy cudnn_affine_grid_generator cudnn_affine_grid_generator_backward
+cudnn_batch_norm cudnn_batch_norm_backward cudnn_convolution cudnn_convolution_add_relu
+cudnn_convolution_relu cudnn_convolution_transpose cudnn_grid_sampler
+cudnn_grid_sampler_backward cummax cummin cumprod cumprod_ cumsum cumsum_ deg2rad deg2rad_
+dense_dim dequantize detach detach_ detach_copy diag_embed diagonal diagonal_backward
+diagonal_copy diagonal_scatter digamma digamma_ dist div div_ dot elu elu_ elu_backward
+embedding embedding_dense_backward embedding_renorm embedding_renorm_ empty empty_like
+empty_permuted empty_quantized empty_strided eq eq_ equal erf erf_ erfc erfc_ erfinv erfinv_
+exp exp2 exp2_ exp_ expand expand_copy expm1 expm1_ exponential exponential_ eye
+fake_quantize_per_channel_affine_cachemask fake_quantize_per_tensor_affine_cachemask
+fft_fftfreq fft_rfftfreq fill fill_ flip floor floor_ floor_divide floor_divide_ fmax fmin
+fmod fmod_ frac frac_ fractional_max_pool2d fractional_max_pool2d_backward
+fractional_max_pool3d fractional_max_pool3d_backward frexp from_file full full_like gather
+gcd gcd_ ge ge_ gelu gelu_ gelu_backward geometric geometric_ geqrf glu glu_backward
+glu_backward_jvp glu_jvp grid_sampler_2d grid_sampler_2d_backward grid_sampler_3d
+grid_sampler_3d_backward gt gt_ hamming_window hann_window hardshrink hardshrink_backward
+hardsigmoid hardsigmoid_ hardsigmoid_backward hardswish hardswish_ hardswish_backward
+hardtanh hardtanh_ hardtanh_backward hash_tensor heaviside heaviside_ histc histogram hspmm
+huber_loss huber_loss_backward hypot hypot_ i0 i0_ igamma igamma_ igammac igammac_ im2col
+index index_add index_add_ index_copy index_copy_ index_fill index_fill_ index_put
+index_put_ index_reduce index_reduce_ index_select indices indices_copy int_repr
+is_coalesced is_pinned is_same_size is_set_to isin isinf isnan isneginf isposinf
+kaiser_window kthvalue lcm lcm_ ldexp ldexp_ le le_ leaky_relu leaky_relu_
+leaky_relu_backward lerp lerp_ lgamma lgamma_ lift lift_fresh lift_fresh_copy linalg__powsum
+linalg_cholesky_ex linalg_cross linalg_eig linalg_householder_product linalg_inv_ex
+linalg_ldl_factor_ex linalg_ldl_solve linalg_lstsq linalg_lu linalg_lu_factor_ex
+linalg_lu_solve linalg_matrix_exp linalg_pinv linalg_qr linalg_solve_triangular
+linalg_vector_norm linear_backward linspace log log10 log10_ log1p log1p_ log2 log2_ log_
+log_normal log_normal_ log_sigmoid_backward log_sigmoid_forward logaddexp logaddexp2
+logcumsumexp logical_and logical_and_ logical_not logical_not_ logical_or logical_or_
+logical_xor logical_xor_ logit logit_ logit_backward logspace logsumexp lstm_mps_backward lt
+lt_ lu_unpack masked_fill masked_fill_ masked_scatter masked_scatter_
+masked_scatter_backward masked_select matmul_backward max max_pool2d_backward
+max_pool2d_with_indices max_pool2d_with_indices_backward max_pool3d_with_indices
+max_pool3d_with_indices_backward max_unpool2d max_unpool3d maximum mean median min minimum
+miopen_batch_norm miopen_batch_norm_backward miopen_convolution miopen_convolution_add_relu
+miopen_convolution_relu miopen_convolution_transpose miopen_ctc_loss
+miopen_depthwise_convolution miopen_rnn miopen_rnn_backward mish mish_
+mkldnn_adaptive_avg_pool2d mkldnn_adaptive_avg_pool2d_backward mkldnn_convolution
+mkldnn_linear mkldnn_linear_backward mkldnn_linear_backward_input
+mkldnn_linear_backward_weights mkldnn_max_pool2d mkldnn_max_pool2d_backward
+mkldnn_max_pool3d mkldnn_max_pool3d_backward mkldnn_reorder_conv2d_weight
+mkldnn_reorder_conv3d_weight mkldnn_rnn_layer mkldnn_rnn_layer_backward mm mode
+mps_convolution_backward mps_convolution_transpose_backward mse_loss mse_loss_backward mul
+mul_ multi_margin_loss multi_margin_loss_backward multilabel_margin_loss_backward
+multilabel_margin_loss_forward multinomial mv mvlgamma mvlgamma_ nan_to_num nan_to_num_
+nanmedian nansum narrow_copy native_batch_norm_backward native_dropout
+native_dropout_backward native_group_norm native_group_norm_backward native_layer_norm
+native_layer_norm_backward native_norm ne ne_ neg neg_ new_empty new_empty_strided new_full
+new_ones new_zeros nextafter nextafter_ nll_loss2d_backward nll_loss2d_forward
+nll_loss_backward nll_loss_forward nonzero nonzero_static norm normal normal_
+normal_functional ones ones_like ormqr permute permute_copy pixel_shuffle pixel_unshuffle
+poisson polar polygamma polygamma_ pow pow_ prod put put_ q_per_channel_axis
+q_per_channel_scales q_per_channel_zero_points q_scale q_zero_point qscheme
+quantize_per_channel quantize_per_tensor quantize_per_tensor_dynamic quantized_batch_norm
+quantized_gru quantized_lstm quantized_max_pool1d quantized_max_pool2d quantized_max_pool3d
+rad2deg rad2deg_ rand rand_like randint randint_like randn randn_like random random_
+randperm range reciprocal reciprocal_ record_stream reflection_pad1d
+reflection_pad1d_backward reflection_pad2d reflection_pad2d_backward reflection_pad3d
+reflection_pad3d_backward relu relu_ remainder remainder_ renorm renorm_ repeat
+repeat_interleave replication_pad1d replication_pad1d_backward replication_pad2d
+replication_pad2d_backward replication_pad3d replication_pad3d_backward resize resize_
+resize_as resize_as_ resize_as_sparse resize_as_sparse_ roll rot90 round round_ row_indices
+row_indices_copy rrelu_with_noise rrelu_with_noise_ rrelu_with_noise_backward
+rrelu_with_noise_functional rsqrt rsqrt_ rsub scalar_tensor scatter scatter_ scatter_add
+scatter_add_ scatter_reduce scatter_reduce_ searchsorted segment_reduce select
+select_backward select_copy select_scatter set set_ sgn sgn_ sigmoid sigmoid_
+sigmoid_backward sign sign_ signbit silu silu_ silu_backward sin sin_ sinc sinc_ sinh sinh_
+slice slice_backward slice_copy slice_inverse slice_scatter slow_conv3d_forward
+slow_conv_dilated2d slow_conv_dilated3d slow_conv_transpose2d slow_conv_transpose3d
+smooth_l1_loss smooth_l1_loss_backward soft_margin_loss soft_margin_loss_backward softplus
+softplus_backward softshrink softshrink_backward sort sparse_compressed_tensor
+sparse_coo_tensor sparse_dim sparse_mask sparse_resize sparse_resize_
+sparse_resize_and_clear sparse_resize_and_clear_ sparse_sampled_addmm special_airy_ai
+special_bessel_j0 special_bessel_j1 special_bessel_y0 special_bessel_y1
+special_chebyshev_polynomial_t special_chebyshev_polynomial_u special_chebyshev_polynomial_v
+special_chebyshev_polynomial_w special_entr special_erfcx special_hermite_polynomial_h
+special_hermite_polynomial_he special_i0e special_i1 special_i1e
+special_laguerre_polynomial_l special_legendre_polynomial_p special_log_ndtr
+special_modified_bessel_i0 special_modified_bessel_i1 special_modified_bessel_k0
+special_modified_bessel_k1 special_ndtri special_scaled_modified_bessel_k0
+special_scaled_modified_bessel_k1 special_shifted_chebyshev_polynomial_t
+special_shifted_chebyshev_polynomial_u special_shifted_chebyshev_polynomial_v
+special_shifted_chebyshev_polynomial_w special_spherical_bessel_j0 special_xlog1py
+special_zeta split split_copy split_with_sizes split_with_sizes_copy sqrt sqrt_ squeeze
+squeeze_ squeeze_copy stack std std_mean sub sub_ sum sym_constrain_range
+sym_constrain_range_for_size t t_ t_copy take tan tan_ tanh tanh_ tanh_backward threshold
+threshold_ threshold_backward to_mkldnn to_padded_tensor topk trace transpose transpose_
+transpose_copy triangular_solve tril tril_ tril_indices triu triu_ triu_indices trunc trunc_
+unbind unbind_copy unfold unfold_backward unfold_copy uniform uniform_ unique_consecutive
+unique_dim unique_dim_consecutive unsafe_split unsafe_split_with_sizes unsqueeze unsqueeze_
+unsqueeze_copy upsample_bicubic2d upsample_bicubic2d_backward upsample_bilinear2d
+upsample_bilinear2d_backward upsample_linear1d upsample_linear1d_backward
+upsample_nearest1d_backward upsample_nearest2d_backward upsample_nearest3d_backward
+upsample_trilinear3d upsample_trilinear3d_backward values values_copy var var_mean vdot view
+view_as_complex view_as_complex_copy view_as_real view_as_real_copy view_copy where xlogy
+xlogy_ zero zero_ zeros zeros_like
+"""
+
+_BROKEN_UP_FIRST = """
+__and__ __iand__ __ior__ __ixor__ __or__ __xor__ _add_batch_dim _autocast_to_full_precision
+_autocast_to_reduced_precision _backward _batch_norm_impl_index
+_batch_norm_impl_index_backward _cast_Byte _cast_Char _cast_Double _cast_Float _cast_Half
+_cast_Int _cast_Long _cast_Short _choose_qparams_per_tensor _convolution_double_backward
+_convolution_mode _cufft_clear_plan_cache _cufft_get_plan_cache_max_size
+_cufft_get_plan_cache_size _cufft_set_plan_cache_max_size _debug_has_internal_overlap
+_dim_arange _embedding_bag_sparse_backward _fused_rms_norm _gather_sparse_backward
+_has_compatible_shallow_copy_type _is_zerotensor _lu_with_info _nnpack_available
+_pack_padded_sequence_backward _pad_circular _pad_enum _pad_packed_sequence
+_propagate_xla_data _remove_batch_dim _reshape_from_tensor _rowwise_prune
+_saturate_weight_to_fp16 _scaled_dot_product_attention_math _shape_as_tensor
+_sobol_engine_draw _sobol_engine_ff_ _sobol_engine_initialize_state_ _sobol_engine_scramble_
+_sparse_bsc_tensor_unsafe _sparse_bsr_tensor_unsafe _sparse_compressed_tensor_unsafe
+_sparse_coo_tensor_unsafe _sparse_csc_tensor_unsafe _sparse_csr_tensor_unsafe _sparse_mm
+_test_ambiguous_defaults _test_check_tensor _test_serialization_subcmul _test_string_default
+_thnn_differentiable_gru_cell_backward _thnn_differentiable_lstm_cell_backward
+_thnn_fused_lstm_cell_backward _to_cpu _unpack_dual _upsample_nearest_exact1d
+_upsample_nearest_exact2d _upsample_nearest_exact3d _use_cudnn_rnn_flatten_weight
+_validate_sparse_bsc_tensor_args _validate_sparse_bsr_tensor_args
+_validate_sparse_compressed_tensor_args _validate_sparse_coo_tensor_args
+_validate_sparse_csc_tensor_args _validate_sparse_csr_tensor_args _version _weight_norm
+_weight_norm_differentiable_backward _wrapped_linear_prepack
+_wrapped_quantized_linear_prepacked absolute absolute_ adaptive_avg_pool1d
+adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d adjoint
+affine_grid_generator_backward alpha_dropout alpha_dropout_ arccos arccos_ arccosh arccosh_
+arcsin arcsin_ arcsinh arcsinh_ arctan arctan2 arctan2_ arctan_ arctanh arctanh_ argsort
+argwhere atleast_1d atleast_2d atleast_3d avg_pool1d batch_norm bilinear broadcast_tensors
+broadcast_to can_cast cartesian_prod cdist chain_matmul chalf choose_qparams_optimized chunk
+clip clip_ coalesce column_stack combinations concat concatenate conj conj_physical
+contiguous conv1d conv2d conv3d conv_tbc_backward conv_transpose1d conv_transpose2d
+conv_transpose3d corrcoef cosine_embedding_loss cosine_similarity cov cross
+cross_entropy_loss ctc_loss cudnn_is_acceptable cummaxmin_backward cumprod_backward
+cumulative_trapezoid data det diag diagflat diff dim divide divide_ dropout dropout_ dsplit
+dstack einsum embedding_backward embedding_bag embedding_sparse_backward expand_as
+fake_quantize_per_channel_affine fake_quantize_per_channel_affine_cachemask_backward
+fake_quantize_per_tensor_affine fake_quantize_per_tensor_affine_cachemask_backward
+fbgemm_linear_fp16_weight fbgemm_linear_fp16_weight_fp32_activation
+fbgemm_linear_int8_weight fbgemm_linear_int8_weight_fp32_activation
+fbgemm_linear_quantize_weight fbgemm_pack_gemm_matrix_fp16 fbgemm_pack_quantized_matrix
+feature_alpha_dropout feature_alpha_dropout_ feature_dropout feature_dropout_ fft_fft
+fft_fft2 fft_fftn fft_fftshift fft_hfft fft_hfft2 fft_hfftn fft_ifft fft_ifft2 fft_ifftn
+fft_ifftshift fft_ihfft fft_ihfft2 fft_ihfftn fft_irfft fft_irfft2 fft_irfftn fft_rfft
+fft_rfft2 fft_rfftn fill_diagonal_ fix fix_ flatten flatten_dense_tensors fliplr flipud
+float_power float_power_ frobenius_norm fused_moving_avg_obs_fake_quant gather_backward ger
+get_device get_gradients gradient greater greater_ greater_equal greater_equal_ grid_sampler
+group_norm gru gru_cell hinge_embedding_loss histogramdd hsplit hstack imag
+index_select_backward infinitely_differentiable_gelu_backward inner instance_norm inverse
+is_complex is_conj is_contiguous is_distributed is_floating_point is_inference is_leaf
+is_neg is_nonzero is_signed is_vulkan_available isclose isfinite isreal istft item kl_div
+kron l1_loss layer_norm less less_ less_equal less_equal_ linalg_cholesky linalg_cond
+linalg_det linalg_diagonal linalg_eigh linalg_eigvals linalg_eigvalsh linalg_inv
+linalg_ldl_factor linalg_lu_factor linalg_matmul linalg_matrix_norm linalg_matrix_power
+linalg_matrix_rank linalg_multi_dot linalg_norm linalg_slogdet linalg_solve linalg_solve_ex
+linalg_svd linalg_svdvals linalg_tensorinv linalg_tensorsolve linalg_vander linalg_vecdot
+linear log_sigmoid log_softmax logdet lstm lstm_cell lu_solve mH mT margin_ranking_loss
+masked_select_backward matmul matrix_H matrix_exp matrix_exp_backward matrix_power
+max_pool1d max_pool1d_with_indices max_pool2d max_pool3d meshgrid mish_backward moveaxis
+movedim msort multilabel_margin_loss multiply multiply_ nanmean nanquantile narrow
+native_batch_norm native_channel_shuffle negative negative_ nested_to_padded_tensor nll_loss
+nll_loss2d nll_loss_nd nonzero_numpy norm_except_dim not_equal not_equal_ nuclear_norm numel
+numpy_T one_hot orgqr outer output_nr pad pad_sequence pairwise_distance pdist pin_memory
+pinverse poisson_nll_loss positive prelu promote_types qr quantile quantized_gru_cell
+quantized_lstm_cell quantized_rnn_relu_cell quantized_rnn_tanh_cell ravel real relu6 relu6_
+requires_grad_ reshape reshape_as resolve_conj resolve_neg result_type retain_grad
+retains_grad rms_norm rnn_relu rnn_relu_cell rnn_tanh rnn_tanh_cell row_stack rrelu rrelu_
+scaled_dot_product_attention selu selu_ set_data size slogdet slow_conv3d smm softmax
+sparse_bsc_tensor sparse_bsr_tensor sparse_csc_tensor sparse_csr_tensor special_digamma
+special_erf special_erfc special_erfinv special_exp2 special_expit special_expm1
+special_gammainc special_gammaincc special_gammaln special_i0 special_log1p
+special_log_softmax special_logit special_logsumexp special_multigammaln special_ndtr
+special_polygamma special_psi special_round special_sinc special_softmax special_xlogy
+square square_ sspaddmm stft storage_offset stride subtract subtract_ sum_to_size svd
+swapaxes swapaxes_ swapdims swapdims_ sym_is_contiguous sym_numel sym_size
+sym_storage_offset sym_stride take_along_dim tensor_split tensordot thnn_conv2d tile to
+to_dense to_dense_backward to_mkldnn_backward to_sparse to_sparse_bsc to_sparse_bsr
+to_sparse_csc to_sparse_csr trace_backward trapezoid trapz triplet_margin_loss true_divide
+true_divide_ type_as unflatten unflatten_dense_tensors unsafe_chunk upsample_nearest1d
+upsample_nearest2d upsample_nearest3d value_selecting_reduction_backward vander view_as
+vsplit vstack
+"""
+
+
+@functools.cache
+def reaches_dispatch() -> frozenset[str]:
+    """aten names with an overload the dispatcher sees (selective can keep their outputs)."""
+    return frozenset(_REACHES_DISPATCH.split())
+
+
+@functools.cache
+def broken_up_first() -> frozenset[str]:
+    """aten names whose every overload torch breaks into other ops before dispatch."""
+    return frozenset(_BROKEN_UP_FIRST.split())
+
+
+def save_op_refusal(policy: str, name: str, is_op: bool) -> str:
+    """The one line both sides refuse an explicit save list's `name` with: no aten op
+    (`is_op` False), or one selective never sees."""
+    if not is_op:
+        return (f"{policy}: save={name} is no aten op, so selective would keep "
+                "nothing (op kinds are aten names like mm,addmm,bmm,convolution)")
+    return (f"{policy}: save={name} never reaches selective checkpointing "
+            f"(torch breaks aten.{name} into other ops first), so nothing "
+            "would be kept; name the ops it becomes instead (a matmul or "
+            "linear becomes mm, addmm or bmm; a conv2d convolution)")
+
+
+def refused_save_name(policy: str, ops: tuple[str, ...]) -> str | None:
+    """predict's check of an explicit save list: the refusal line for its first name that
+    is no aten op or never reaches the dispatcher, by the lists above; None where all do."""
+    for name in ops:
+        if name in reaches_dispatch():
+            continue
+        return save_op_refusal(policy, name, name in broken_up_first())
+    return None
