@@ -180,17 +180,18 @@ def unseen_save_ops(led, pols) -> list[str]:
     replay keeps nothing for it, as selective checkpointing would. A name torch breaks up
     before the dispatcher (`save=matmul`), or no aten op, is refused by both sides instead
     (Note [Save names predict checks without torch], replay/aten_names.py): no line."""
-    from memledger.replay.aten_names import reaches_dispatch
+    from memledger.replay.aten_names import lists_hold_for, reaches_dispatch
     from memledger.replay.policies import DEFAULT_SAVE_OPS, PolicyKind
 
     ran = set(led.storages["op"].astype(str).str.split(".").str[0])   # as replay names them
+    checked = lists_hold_for(str(led.header.get("torch") or ""))   # else every name is noted
     out = []
     for pol in pols:
         for part in pol.parts:
             if part.kind is not PolicyKind.SELECTIVE or part.save_ops() == DEFAULT_SAVE_OPS:
                 continue                  # the default list names ops some models never run
             for name in part.save_ops():
-                if name not in ran and name in reaches_dispatch():
+                if name not in ran and (name in reaches_dispatch() or not checked):
                     out.append(f"{pol.text()}: save={name}: no op of that name ran in the "
                                "traced steps, so nothing is kept for it (op names are aten's "
                                "as the ledger shows them: mm, addmm, bmm, convolution, ...)")

@@ -15,7 +15,9 @@ in one line. So the two lists below, torch 2.13.0's aten names (of
 let predict refuse the same names in the same line (`save_op_refusal`, used by both
 sides). A name in neither list is no aten op here (`fooo`). tests/unit/test_aten_names.py
 checks the lists against the torch installed, name by name; under another torch, it says
-to regenerate them (the test file's `_lists()` prints them).
+to regenerate them (the test file's `_lists()` prints them). A ledger another torch traced
+(its header's `torch`) is not checked by them: that torch's ops differ (the GPU machines
+run 2.11), and a false refusal is worse than measure's later one.
 """
 
 from __future__ import annotations
@@ -353,9 +355,20 @@ def save_op_refusal(policy: str, name: str, is_op: bool) -> str:
             "linear becomes mm, addmm or bmm; a conv2d convolution)")
 
 
-def refused_save_name(policy: str, ops: tuple[str, ...]) -> str | None:
+def lists_hold_for(torch_version: str) -> bool:
+    """Whether the lists above are the op names of the torch that traced a ledger (its
+    header's `torch`, "2.13.0+cpu" say): only its release, local build tags aside."""
+    return torch_version.split("+")[0] == TORCH_VERSION
+
+
+def refused_save_name(policy: str, ops: tuple[str, ...], torch_version: str) -> str | None:
     """predict's check of an explicit save list: the refusal line for its first name that
-    is no aten op or never reaches the dispatcher, by the lists above; None where all do."""
+    is no aten op or never reaches the dispatcher, by the lists above; None where all do,
+    or where the ledger came from another torch (its ops differ: a name this torch lacks
+    may be one of that torch's, and one it breaks up may reach that one's dispatcher;
+    measure, which asks the torch it runs, still refuses there)."""
+    if not lists_hold_for(torch_version):
+        return None
     for name in ops:
         if name in reaches_dispatch():
             continue

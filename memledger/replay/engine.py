@@ -3529,12 +3529,13 @@ def _work(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments, off: np.n
                           for p in policy.parts])
 
 
-def _refuse_unseen_save_names(policy: Policy) -> None:
+def _refuse_unseen_save_names(policy: Policy, torch_version: str) -> None:
     """Refuse an explicit save list naming no aten op, or one selective never sees, in
-    measure's line (Note [Save names predict checks without torch], replay/aten_names.py)."""
+    measure's line (Note [Save names predict checks without torch], replay/aten_names.py),
+    where the ledger's torch is the one the lists were read from."""
     for part in policy.parts:
         if part.kind is PolicyKind.SELECTIVE and part.save != DEFAULT_SAVE_OPS:
-            line = refused_save_name(policy.text(), part.save)
+            line = refused_save_name(policy.text(), part.save, torch_version)
             if line is not None:
                 raise PolicyError(line)
 
@@ -3546,7 +3547,8 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     `probe`: an original event; `Replayed.at_probe` is then the bytes per category live
     right after it in the rewritten stream. `slots`: also return `slot_curve`."""
     calls = _select_calls(prep, policy)
-    _refuse_unseen_save_names(policy)   # Note [Save names predict checks without torch]
+    _refuse_unseen_save_names(policy, prep.torch_version)   # Note [Save names predict
+    #                                                            checks without torch]
     prep = _unfolded_under_selective(prep, calls)
     if prep.stateful_mod is not None:   # never re-run a call that writes outside state
         refuse_recompute_of_stateful(policy.text(), calls.mods, calls.ev0,

@@ -202,6 +202,9 @@ class Prepared:
     # [Read by a backward that builds a graph] in trace/collector.py); -1: one that wrote
     # the gradients too (`loss.backward(create_graph=True)`: `.grad` holds its graph)
     graph_reads: np.ndarray = None
+    # the torch that traced the ledger (header `torch`): predict checks a save list's names
+    # against one torch's op names (Note [Save names predict checks without torch])
+    torch_version: str = ""
     # int64 per storage: the most backward passes of any kind that read one save of it (Note
     # [Read by three backward passes or more], replay/engine.py)
     passes_read: np.ndarray = None
@@ -473,6 +476,7 @@ class Prepared:
                                   np.asarray(op_names, dtype=object)[op_code]),
             calibration=dict(calib.get("params") or {}),
             fsdp_gather=_fsdp_gather(st),
+            torch_version=str(led.header.get("torch") or ""),
             **_packs(led, st),
         )
 
