@@ -34,40 +34,88 @@ step's state, by its holder], ledger/carried.py).
 from __future__ import annotations
 
 import inspect
+import os
+from collections import deque
 from itertools import islice
 from types import FrameType
 from typing import Any, Callable, Iterator
 
 import torch
 
-from memledger.trace.where import frame_locals, is_user_file
+from memledger.trace.where import frame_locals, is_library_file, is_user_file, library_path
 
 _ITEMS = 64   # items of one container, attributes of one receiver, looked at
 _DICT_VIEWS = (type({}.values()), type({}.items()))
 
 
-def step_holders(frame: FrameType | None, sid_of: Callable[[Any], int]) -> dict[str, list[int]]:
-    """{name: sids} of the saved storages the script's own frames hold, from `frame`
-    outwards (Note [Who holds a saved storage at a step's end]); `sid_of(tensor)` is the
-    live saved storage's sid, or -1."""
+def step_holders(frame: FrameType | None, sid_of: Callable[[Any], int]
+                 ) -> tuple[dict[str, list[int]], list[str]]:
+    """({name: sids}, library functions): the storages `sid_of` knows that the frames from
+    `frame` outwards hold, the script's and the libraries' (Note [Who holds a saved storage
+    at a step's end]; Note [A loop a library runs]); `sid_of(tensor)` is the storage's sid,
+    or -1. The second item lists the name prefixes (`module.function`) of library frames."""
     out: dict[str, list[int]] = {}
+    libs: list[str] = []
     f = frame
     while f is not None:
-        if is_user_file(f.f_code.co_filename):
-            fn = f.f_code.co_name
-            with frame_locals(f) as local:
-                names = list(local.items())
-            me = dict(names).get("self") if f.f_code.co_flags & inspect.CO_OPTIMIZED else None
-            if me is not None:
-                names += [(f"self.{k}", v) for k, v in _attributes(me)]
-            for var, value in names:
-                for name, t in _named_tensors(var, value):
-                    if (sid := sid_of(t)) >= 0:
-                        sids = out.setdefault(f"{fn}:{name}", [])
-                        if sid not in sids:
-                            sids.append(sid)
+        fn = _function_of(f)
+        if fn:
+            try:
+                _read_frame(f, fn, sid_of, out)
+            except Exception:   # noqa: BLE001 - an object of a frame's that refuses to be
+                pass            # read (a proxy's `__class__`): the other frames still count
+            if not is_user_file(f.f_code.co_filename) and fn not in libs and \
+                    any(k.startswith(fn + ":") for k in out):
+                libs.append(fn)
         f = f.f_back
-    return out
+    return out, libs
+
+
+# Note [A loop a library runs]
+# fix55b read the script's own frames only, so a loop a library runs (a trainer's `fit`
+# that carries `h` from chunk to chunk; tests/clients/train_carried_runner.py `--runner
+# library`) wrote no `holders` record: the step's frames are the library's, and the
+# script's frame holds the model and the data, no saved storage. Its last step's state
+# stayed `activation`, and its carried states were named by their op. The frames the step
+# passes through are read whoever's they are, but torch's, memledger's and the standard
+# library's (their locals are the machinery's: a module call's `args`, an optimizer
+# wrapper's), and named so that no two functions read as one: a frame of the script
+# (`__main__`) `function:variable` as before; of another module of the user's
+# `module.function:variable` (two files' `train`); of a library `module.function:variable`
+# with the module its path under site-packages (`memledger_test_tbptt.loop.fit:h`), listed
+# in the record's `libs` so that `show` says whose loop carries it (Note [A carried state,
+# named by its holder], ledger/carried.py).
+def _function_of(f: FrameType) -> str:
+    """The name prefix of frame `f`'s function (Note [A loop a library runs]); "" for a
+    frame of torch, memledger, the standard library or code with no file."""
+    path, fn = f.f_code.co_filename, f.f_code.co_name
+    if is_user_file(path):
+        mod = f.f_globals.get("__name__")
+        if mod == "__main__":
+            return fn
+        if not isinstance(mod, str) or not mod:
+            mod = os.path.splitext(os.path.basename(path))[0]
+        return f"{mod}.{fn}"
+    if path.startswith("<") or not is_library_file(path):
+        return ""
+    return f"{os.path.splitext(library_path(path))[0].replace(os.sep, '.')}.{fn}"
+
+
+def _read_frame(f: FrameType, fn: str, sid_of: Callable[[Any], int],
+                out: dict[str, list[int]]) -> None:
+    """Into `out`: `fn:name` -> sids of the tensors frame `f` names (its locals, their
+    items, its method receiver's public attributes)."""
+    with frame_locals(f) as local:
+        names = list(local.items())
+    me = dict(names).get("self") if f.f_code.co_flags & inspect.CO_OPTIMIZED else None
+    if me is not None:
+        names += [(f"self.{k}", v) for k, v in _attributes(me)]
+    for var, value in names:
+        for name, t in _named_tensors(var, value):
+            if (sid := sid_of(t)) >= 0:
+                sids = out.setdefault(f"{fn}:{name}", [])
+                if sid not in sids:
+                    sids.append(sid)
 
 
 def _named_tensors(var: str, value: Any) -> Iterator[tuple[str, Any]]:
@@ -75,8 +123,8 @@ def _named_tensors(var: str, value: Any) -> Iterator[tuple[str, Any]]:
     list, dict or dict view (one level)."""
     if isinstance(value, torch.Tensor):
         yield var, value
-    elif isinstance(value, (tuple, list, *_DICT_VIEWS)):   # a data set's list: its first
-        for i, x in enumerate(list(islice(value, _ITEMS))):  # items only, never copied whole
+    elif isinstance(value, (tuple, list, deque, *_DICT_VIEWS)):   # a data set's list: its
+        for i, x in enumerate(list(islice(value, _ITEMS))):  # first items, never copied
             if isinstance(x, torch.Tensor):
                 yield f"{var}[{i}]", x
     elif isinstance(value, dict):   # a model's output dict too (`out["logits"]`)
