@@ -138,22 +138,54 @@ def carried_until(df: pd.DataFrame, is_act: np.ndarray, marks: StepMarks,
 # its end (an older ledger; a loop a library runs, whose frames the walk does not read)
 # keeps its op's name, as before.
 def carried_names(index: pd.Index, carried: np.ndarray, holders: list) -> np.ndarray:
-    """Per storage of `index`, `h (carried by the script)` from the names of the script
-    that hold it at its `carried` event, "" where none or not carried (Note [A carried
-    state, named by its holder])."""
+    """Per storage of `index`, `h (carried by the script)` from the names that hold it at
+    its `carried` event, "" where none or not carried (Notes [A carried state, named by its
+    holder] and [One name, one holder])."""
     out = np.full(len(index), "", dtype=object)
     if not len(holders) or not (carried >= 0).any():
         return out
-    recs = [(int(r["ev"]), name.partition(":")[2] or name, [int(x) for x in sids])
+    recs = [(int(r["ev"]), name, [int(x) for x in sids])
             for r in holders for name, sids in (r.get("names") or {}).items()]
+    libs = {fn for r in holders for fn in (r.get("libs") or ())}
+    shown = _shown_names([name for _, name, _ in recs], libs)
     rows = iter(index.get_indexer([x for _, _, sids in recs for x in sids]).tolist())
     names: dict[int, list[str]] = {}
-    for ev, var, sids in recs:   # one `get_indexer` over every record (a long run's many)
+    for ev, name, sids in recs:   # one `get_indexer` over every record (a long run's many)
         for row in (next(rows) for _ in sids):
-            if row >= 0 and carried[row] == ev and var not in names.setdefault(row, []):
-                names[row].append(var)
-    for row, vs in names.items():
-        out[row] = f"{', '.join(vs)} (carried by the script)"
+            if row >= 0 and carried[row] == ev and name not in names.setdefault(row, []):
+                names[row].append(name)
+    for row, held in names.items():
+        vs = list(dict.fromkeys(shown[n][0] for n in held))
+        by = [shown[n][1] for n in held]
+        who = "the script" if "" in by else ", ".join(dict.fromkeys(by))
+        out[row] = f"{', '.join(vs)} (carried by {who})"
+    return out
+
+
+# Note [One name, one holder]
+# A `holders` name is `function:variable` (Note [A loop a library runs], trace/
+# step_holders.py), and `show` wrote the variable alone: tests/clients/
+# train_carried_runner.py `--runner function` (each step `h = train_chunk(..., h)`, which
+# binds its new state to its own `h`) named the state `h (carried by the script)`, the
+# name `main`'s `h` has too, where `main`'s holds the step before's state at that end: two
+# variables read as one. So the variable is written alone only where one function of the
+# run's records holds a saved storage under that name; where two do, with its function:
+# `train_chunk.h (carried by the script)`. A library's frame is always named with its
+# function and the library (`fit.h (carried by memledger_test_tbptt)`, the record's
+# `libs`): its variable is none of the script's words. A row held by names of both says
+# `the script`.
+def _shown_names(names: list[str], libs: set[str]) -> dict[str, tuple[str, str]]:
+    """{record name: (shown name, the library that holds it or "")} (Note [One name, one
+    holder])."""
+    split = {n: (n.partition(":")[0], n.partition(":")[2] or n) for n in names}
+    owners: dict[str, set[str]] = {}
+    for fn, var in split.values():
+        owners.setdefault(var, set()).add(fn)
+    out = {}
+    for n, (fn, var) in split.items():
+        lib = fn.partition(".")[0] if fn in libs else ""
+        short = fn.rpartition(".")[2]
+        out[n] = (f"{short}.{var}" if lib or len(owners[var]) > 1 else var, lib)
     return out
 
 
