@@ -1,5 +1,6 @@
-"""Which names of the script's own frames hold a saved storage as a step ends (`holders`
-records), for the ledger's rule on the last step's carried state.
+"""Which names of the frames a step ends in hold a saved storage (`holders` records), for
+the ledger's rule on the last step's carried state, and which hold what the step before
+made (their `products`, for Note [A history the script keeps] in ledger/held_roles.py).
 
 # Note [Who holds a saved storage at a step's end]
 The ledger knows when a storage was made, saved, read and freed, not who held it. For a
@@ -10,7 +11,8 @@ it have the same lifetime (saved, read by the backward, held past the step's end
 tells them apart is the script: the loop binds its state to the same name every step
 (`h`, `hiddens`), and its output to another (`out`). So as each step ends (the `step`
 record's event; the last step's too, before the stop unwinds the script) the collector
-reads the frames of the script's own files, innermost first (Note [A frame's locals, let
+reads the frames the step passes through, the script's and the libraries' (Note [A loop a
+library runs], below), innermost first (Note [A frame's locals, let
 go of], trace/where.py: the snapshot a read makes before Python 3.13 is emptied after it),
 and writes, per name, the live saved storages it holds (tests/clients/
 train_carried_state.py, step 2 of 3; the batch `xs`, `y` is saved by the Linear and the
@@ -19,15 +21,23 @@ loss):
     {"k": "holders", "step": 2, "ev": 146, "names": {"main:h": [39], "main:xs": [30],
      "main:y": [31], "main:carried": [12], "main:out": [40]}}
 
-A name is `function:variable`, an item of a tuple, list or dict (a `dict_values` view
-among them: HRM-pytorch hands its hidden states so) `function:variable[i]` or
-`function:variable['key']` (the first 64 items), an attribute of a method's receiver
-`function:self.attr`. Only storages saved for a backward and still live are written
-(the rule reads no other), so the record is a few entries a step; a walk that raises
-(an object of the script's whose `__class__` raises) writes none for that step. Cost: one walk of the
-script's frames per step end: about 0.4 ms for a frame holding a list of 100,000 tensors
-(64 items read), a list of 20 and a dict, on this session's AMD EPYC at load 12 on 2
-cores. Older ledgers have none: their last step's saves stay `activation` (Note [The last
+A name is `function:variable` (a function of another module than the script's, a
+library's among them, `module.function:variable`), an item of a tuple, list, deque or
+dict (a `dict_values` view among them: HRM-pytorch hands its hidden states so)
+`function:variable[i]` or `function:variable['key']` (the first 64 items), an attribute
+of a method's receiver `function:self.attr`. `names` holds the storages saved for a
+backward and still live; `products` (where any) the live storages the step before made
+that are not saved (a loss it kept: Note [A history the script keeps]); `libs` the
+library functions among `names`' (Note [A loop a library runs]). So the record is a few
+entries a step; a frame whose walk raises (an object whose `__class__` raises) adds
+none, the other frames still do. Cost: one walk of the step's frames per step end: about
+0.4 ms for a frame holding a list of 100,000 tensors (64 items read), a list of 20 and a
+dict, on the fifty-fifth session's AMD EPYC at load 12 on 2 cores; reading the
+libraries' frames too (Note [A loop a library runs]) costs a Lightning step end about 0.5
+ms where the script's alone cost 0.15 (about 30 more frames, each one dict and a
+receiver's attributes; measured at load 13 on 2 cores), and the first step end 2 to 20 ms
+more, once: each code object's file is resolved once (`_function_of`). Older ledgers
+have none: their last step's saves stay `activation` (Note [The last
 step's state, by its holder], ledger/carried.py).
 """
 
@@ -37,7 +47,7 @@ import inspect
 import os
 from collections import deque
 from itertools import islice
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any, Callable, Iterator
 
 import torch
@@ -87,7 +97,18 @@ def step_holders(frame: FrameType | None, sid_of: Callable[[Any], int]
 # named by its holder], ledger/carried.py).
 def _function_of(f: FrameType) -> str:
     """The name prefix of frame `f`'s function (Note [A loop a library runs]); "" for a
-    frame of torch, memledger, the standard library or code with no file."""
+    frame of torch, memledger, the standard library or code with no file. Once per code
+    object: the paths' `realpath` was four fifths of a Lightning step end's walk."""
+    known = _PREFIX.get(f.f_code)
+    if known is None:
+        known = _PREFIX[f.f_code] = _prefix_of(f)
+    return known
+
+
+_PREFIX: dict[CodeType, str] = {}
+
+
+def _prefix_of(f: FrameType) -> str:
     path, fn = f.f_code.co_filename, f.f_code.co_name
     if is_user_file(path):
         mod = f.f_globals.get("__name__")
