@@ -93,7 +93,8 @@ at the next event came as `step()` returned, before any op after it), or held at
 close where a step follows this one. A history of losses the script keeps (`losses.append(
 loss.detach())`) still reads `other` from the second step after; held at the close one
 step after it was made, it reads `other` where the last step end's `holders` record names
-it as an item of a container (Note [A history the script keeps]). A storage made between steps (a clone, an index) is as before.
+it as an item of a container (Note [A history the script keeps]). A storage made between
+steps (a clone, an index) is as before.
 After: the closure's losses `temporary` (grokadamw `--closure` at the peak `other` 4 ->
 0, `temporary` 122,888 -> 122,892 B; resident 4 -> 0 and 4 -> 8). Pinned:
 tests/integration/test_other_loops.py (`train_closure.py --batch-inside`, 2 and 3 steps).

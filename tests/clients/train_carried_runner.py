@@ -16,7 +16,8 @@ from the step before's last state, detached. `--runner`:
   no file is written: the code's file name is what makes its frames a library's), as a
   package's trainer runs truncated BPTT for the script.
 
-    memledger trace tests/clients/train_carried_runner.py -o run.ledger --steps 3 -- --runner library
+    memledger trace tests/clients/train_carried_runner.py -o run.ledger --steps 3 \
+        -- --runner library
     memledger show run.ledger     # the state reads `other`, named `fit.h (carried by ...)`
 """
 
