@@ -26,7 +26,7 @@ def _other_names(led) -> list[tuple[int, str]]:
             if r["category"] == "other"]
 
 
-@pytest.mark.slow   # a ledger pass, an allocator pass and a policy measured: ~8 s at load
+@pytest.mark.slow   # a run_client, two ledger passes and a fake one: 23 s at load 10
 def test_a_state_a_librarys_loop_carries_is_read_from_the_librarys_frames():
     """`--runner library`: the loop is a trainer's `fit` in a stand-in library, which
     carries `h` from step to step. The step's frames are the library's and the script's
