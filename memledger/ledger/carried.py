@@ -66,9 +66,10 @@ holds at the close: the name holds the state, and held by the script after the b
 that read them they are saved for none, `other` as fix54e read them. After: `--states`
 resident `activation` 544 B, `other` 1,024 (the first unrolled state is the step's, as
 the output is); `--grow` resident `activation` 32, `other` 5,120. A ledger without
-`holders` records (older, or a last step closed where no frame of the script was left:
-the script's own end) keeps its last step's saves `activation`: nothing says which one is
-carried.
+`holders` records (older, or a last step closed where no frame was left: the script's
+own end) keeps its last step's saves `activation`: nothing says which one is carried. A
+loop a library runs is read from its frames (Note [A loop a library runs], trace/
+step_holders.py).
 
 How: the columns of Note [A copy the optimizer keeps, then the parameter] (ledger/
 held_roles.py), as Note [A gradient the script keeps past its step] uses them: the static
@@ -127,33 +128,73 @@ def carried_until(df: pd.DataFrame, is_act: np.ndarray, marks: StepMarks,
 # 512 B of `other`, and the idle table's first row, 512 B x 3 over 119 events), as if the
 # model held it. The script holds it, under a name: the `holders` record of the step end
 # it is carried from (Note [Who holds a saved storage at a step's end], trace/
-# step_holders.py) lists the names of the script's frames that hold it there, so from
-# that end it is named by them, `h (carried by the script)`, as a gradient kept past its
-# step is `weight (a past gradient)`; until that end it is the activation it was, and
-# keeps the activation's name (`name_before`). The variable alone, without its function
-# (`main:h` -> `h`, `fn:self.h` -> `self.h`): the table's module column says where the op
-# ran, and the record's name is the script's own word for it. Several names holding one
-# storage (`h` and `states[1]` in `--states`) are all written, in the record's order (the
-# innermost frame first, then its variables' order). A state carried with no record at
-# its end (an older ledger; a loop a library runs, whose frames the walk does not read)
-# keeps its op's name, as before.
+# step_holders.py) lists the names of the frames that hold it there, so from that end it
+# is named by them, `h (carried by the script)`, as a gradient kept past its step is
+# `weight (a past gradient)`; until that end it is the activation it was, and keeps the
+# activation's name (`name_before`). The variable without its function where one function
+# of the run holds a saved storage under that name (`main:h` -> `h`, `fn:self.h` ->
+# `self.h`), with it where two do or a library's frame does (Note [One name, one holder]):
+# the table's module column says where the op ran, and the record's name is the script's
+# own word for it. Several names holding one storage (`h` and `states[1]` in `--states`)
+# are all written, in the record's order (the innermost frame first, then its variables'
+# order). A state carried with no record at its end (an older ledger) keeps its op's name.
+# The holder at the end it is carried from, not at the event shown (decided, fifty-sixth
+# session): at `--add`'s peak, step 1's state is held by `carried`, the detached alias step
+# 2 binds, and `show` says `h`. A row is one storage over its whole life and the idle
+# table counts like rows under one name (`h (carried by the script)` x 3): named by the
+# holder at each event, the same state would read `h` in one table and `carried` in the
+# other, and three steps' states under two names; the name it is carried out of its step
+# by is the one the loop binds its state to every step, the reader's word for the state.
+# Where the holder at the peak matters (a leak), `doctor` names the variable at its line.
 def carried_names(index: pd.Index, carried: np.ndarray, holders: list) -> np.ndarray:
-    """Per storage of `index`, `h (carried by the script)` from the names of the script
-    that hold it at its `carried` event, "" where none or not carried (Note [A carried
-    state, named by its holder])."""
+    """Per storage of `index`, `h (carried by the script)` from the names that hold it at
+    its `carried` event, "" where none or not carried (Notes [A carried state, named by its
+    holder] and [One name, one holder])."""
     out = np.full(len(index), "", dtype=object)
     if not len(holders) or not (carried >= 0).any():
         return out
-    recs = [(int(r["ev"]), name.partition(":")[2] or name, [int(x) for x in sids])
+    recs = [(int(r["ev"]), name, [int(x) for x in sids])
             for r in holders for name, sids in (r.get("names") or {}).items()]
+    libs = {fn for r in holders for fn in (r.get("libs") or ())}
+    shown = _shown_names([name for _, name, _ in recs], libs)
     rows = iter(index.get_indexer([x for _, _, sids in recs for x in sids]).tolist())
     names: dict[int, list[str]] = {}
-    for ev, var, sids in recs:   # one `get_indexer` over every record (a long run's many)
+    for ev, name, sids in recs:   # one `get_indexer` over every record (a long run's many)
         for row in (next(rows) for _ in sids):
-            if row >= 0 and carried[row] == ev and var not in names.setdefault(row, []):
-                names[row].append(var)
-    for row, vs in names.items():
-        out[row] = f"{', '.join(vs)} (carried by the script)"
+            if row >= 0 and carried[row] == ev and name not in names.setdefault(row, []):
+                names[row].append(name)
+    for row, held in names.items():
+        vs = list(dict.fromkeys(shown[n][0] for n in held))
+        by = [shown[n][1] for n in held]
+        who = "the script" if "" in by else ", ".join(dict.fromkeys(by))
+        out[row] = f"{', '.join(vs)} (carried by {who})"
+    return out
+
+
+# Note [One name, one holder]
+# A `holders` name is `function:variable` (Note [A loop a library runs], trace/
+# step_holders.py), and `show` wrote the variable alone: tests/clients/
+# train_carried_runner.py `--runner function` (each step `h = train_chunk(..., h)`, which
+# binds its new state to its own `h`) named the state `h (carried by the script)`, the
+# name `main`'s `h` has too, where `main`'s holds the step before's state at that end: two
+# variables read as one. So the variable is written alone only where one function of the
+# run's records holds a saved storage under that name; where two do, with its function:
+# `train_chunk.h (carried by the script)`. A library's frame is always named with its
+# function and the library (`fit.h (carried by memledger_test_tbptt)`, the record's
+# `libs`): its variable is none of the script's words. A row held by names of both says
+# `the script`.
+def _shown_names(names: list[str], libs: set[str]) -> dict[str, tuple[str, str]]:
+    """{record name: (shown name, the library that holds it or "")} (Note [One name, one
+    holder])."""
+    split = {n: (n.partition(":")[0], n.partition(":")[2] or n) for n in names}
+    owners: dict[str, set[str]] = {}
+    for fn, var in split.values():
+        owners.setdefault(var, set()).add(fn)
+    out = {}
+    for n, (fn, var) in split.items():
+        lib = fn.partition(".")[0] if fn in libs else ""
+        short = fn.rpartition(".")[2]
+        out[n] = (f"{short}.{var}" if lib or len(owners[var]) > 1 else var, lib)
     return out
 
 

@@ -92,8 +92,9 @@ only where it outlives this step's return: live at an event after the step's las
 at the next event came as `step()` returned, before any op after it), or held at the
 close where a step follows this one. A history of losses the script keeps (`losses.append(
 loss.detach())`) still reads `other` from the second step after; held at the close one
-step after it was made, it reads `temporary` (the trace ends there: nothing says it would
-outlive the next return). A storage made between steps (a clone, an index) is as before.
+step after it was made, it reads `other` where the last step end's `holders` record names
+it as an item of a container (Note [A history the script keeps]). A storage made between
+steps (a clone, an index) is as before.
 After: the closure's losses `temporary` (grokadamw `--closure` at the peak `other` 4 ->
 0, `temporary` 122,888 -> 122,892 B; resident 4 -> 0 and 4 -> 8). Pinned:
 tests/integration/test_other_loops.py (`train_closure.py --batch-inside`, 2 and 3 steps).
@@ -167,14 +168,17 @@ from memledger.ledger.step_marks import StepMarks
 
 
 def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndarray,
-                       marks: StepMarks, into: np.ndarray | None = None) -> np.ndarray:
+                       marks: StepMarks, into: np.ndarray | None = None,
+                       kept_items: np.ndarray | None = None) -> np.ndarray:
     """Per storage: made before a step's first forward began and still live after that
     step's end (`freed` < 0: still held at the close; one the step before made, past the
     step's return: Note [A step's product handed back by the next step]), or read by an op
     from that step's first backward on (Note [Kept by the script across a step]); and, held
     at the close and made in the last step, one made from a storage of the step before that
     the last step read (Note [Read by the next step]; `into`: per storage, the storage its
-    last read wrote in place, -1 if none). `marks`: the ledger's step bounds (step_marks)."""
+    last read wrote in place, -1 if none; `kept_items`: per storage, held at the last step's
+    end as an item of a container, Note [A history the script keeps]). `marks`: the
+    ledger's step bounds (step_marks)."""
     first, ends, bwd = marks.first, marks.ends, marks.bwd
     out = np.zeros(len(created), dtype=bool)
     if not len(first) or not len(ends):
@@ -193,7 +197,10 @@ def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndar
     mine = ends[np.minimum(np.searchsorted(ends, first[np.maximum(i - 1, 0)], side="left"),
                            len(ends) - 1)]
     product = own & (created <= mine)
-    out = has & np.where(product, (freed > end + 1) | ((freed < 0) & (j < len(ends) - 1)),
+    # Note [A history the script keeps]: held at the close one step after it was made, as
+    # an item of a container
+    later = (j < len(ends) - 1) if kept_items is None else (j < len(ends) - 1) | kept_items
+    out = has & np.where(product, (freed > end + 1) | ((freed < 0) & later),
                          (freed < 0) | (freed > end))
     # read once that step's first backward began (Note [Read by the next step]): a loss
     # printed after an evaluation's forward between steps is read before it
@@ -209,6 +216,41 @@ def kept_across_a_step(created: np.ndarray, freed: np.ndarray, last_use: np.ndar
             out |= last & _made_from(np.flatnonzero(prev), created, last_use,
                                      np.flatnonzero((i == len(first)) &
                                                     (created > first[-1])), into)
+    return out
+
+
+# Note [A history the script keeps]
+# Note [A step's product handed back by the next step] reads a storage the step before
+# made and the script holds at the close `temporary`: the trace ends inside the last step,
+# and a closure's loss (`loss = opt.step(closure)`) is rebound as that step returns. A
+# history of losses is held so too one step after it was made, and read `temporary`
+# where the same list's older items read `other`: tests/clients/train_held_roles.py
+# `--history list` (`losses.append(loss.detach())` after each backward, read after the
+# loop; 3 steps) resident `temporary` 8 B (step 2's and step 3's losses), `other` 4 B
+# (step 1's); at 2 steps `temporary` 8, `other` 0. What tells the two apart is who holds
+# it: a closure's loss is held by the variable the return rebinds, a history's by an item
+# of a list, a deque or a dict, which the script keeps until it drops the item. So the
+# collector writes, beside a step end's `holders` (Note [Who holds a saved storage at a
+# step's end], trace/step_holders.py), `products`: the names that hold a storage the step
+# before made (its sids, from the end before it to its own), and such a storage held at
+# the close reads `other` where the last step end's `products` name it as an item
+# (`losses[1]`, `self.hist[0]`) or a deque's. After: 3 steps `temporary` 4 (the last
+# step's loss), `other` 8; 2 steps 4 and 4. The last step's own loss, in the list too,
+# stays `temporary`, as it is on every length of history: an item made in the last step
+# may be the step's output (`out = model(x)`, a tuple or a dict the next forward
+# replaces), and nothing after the close says which. A loss held one step by a variable
+# (`prev = loss.detach()`) is as before: `other` where the last step read it after its
+# backward began (Note [Read by the next step]), `temporary` where not.
+def held_as_items(index: pd.Index, holders: list, close: int) -> np.ndarray:
+    """Per storage of `index`: named at the step end `close` by its `holders` record's
+    `products` as an item of a container (Note [A history the script keeps])."""
+    out = np.zeros(len(index), dtype=bool)
+    sids = [int(s) for r in holders if int(r["ev"]) == close
+            for name, held in (r.get("products") or {}).items()
+            if "[" in name.partition(":")[2] for s in held]
+    if sids:
+        rows = index.get_indexer(sids)
+        out[rows[rows >= 0]] = True
     return out
 
 

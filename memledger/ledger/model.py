@@ -21,8 +21,8 @@ import pandas as pd
 
 from memledger.errors import LedgerFormatError
 from memledger.ledger.carried import carried_names, carried_until
-from memledger.ledger.held_roles import (dropped_spans, kept_across_a_step, optimizer_copies,
-                                         past_gradients)
+from memledger.ledger.held_roles import (dropped_spans, held_as_items, kept_across_a_step,
+                                         optimizer_copies, past_gradients)
 from memledger.ledger.names import model_forward
 from memledger.ledger.reader import group_records, read_records
 from memledger.ledger.schema import (CATEGORIES, GENERATOR_STATE_OPS, PHASES, ROLE_PRIORITY,
@@ -1117,7 +1117,8 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     roles = _table(by_kind.pop("role", []), {"sid": None, "role": None, "name": "", "shard": ""})
     _check_required("role", roles, ("sid", "role"))
     marks = step_marks(by_kind.get("phase", []), by_kind.get("step", []))
-    df["category"], df["name"], df["shard"] = _categories(df, roles, sv, marks, into)
+    df["category"], df["name"], df["shard"] = _categories(df, roles, sv, marks, into,
+                                                          by_kind.get("holders", []))
     _earlier_roles(df, roles, by_kind.get("phase", []), by_kind.get("step", []),
                    by_kind.get("ungrad", []),   # kept in `extra`: `category_spans`
                    marks, by_kind.pop("holders", []))
@@ -1256,7 +1257,7 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] =
 
 
 def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,
-                marks: StepMarks, into: np.ndarray | None = None):
+                marks: StepMarks, into: np.ndarray | None = None, holders: list = ()):
     """Each storage's category: its highest-priority role (see ROLE_PRIORITY), else by when
     it was made: during the run, a temporary, or other where the script kept it over a
     whole step or the next step read it (Notes [Kept by the script across a step] and
@@ -1276,8 +1277,10 @@ def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,
     made_in_run = (df["phase"] != "setup").to_numpy() & ~df["pre"].to_numpy(dtype=bool)
     created = df["created"].to_numpy(dtype=np.int64)
     last = df["last_use"].to_numpy(dtype=np.int64) if "last_use" in df else created
+    items = held_as_items(df.index, holders, int(marks.ends[-1])) \
+        if len(holders) and len(marks.ends) else None   # Note [A history the script keeps]
     kept = kept_across_a_step(created, df["freed"].to_numpy(dtype=np.int64), last,
-                              marks, into)
+                              marks, into, items)
     cats = pd.Series(np.where(made_in_run & ~kept, "temporary", "other"), index=df.index,
                      dtype=object)
     names = pd.Series("", index=df.index, dtype=object)

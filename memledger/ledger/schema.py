@@ -102,10 +102,13 @@ it lived, `ev` -1: a `.grad` again, the drop taken back, with `at`: the event it
 so (Note [A gradient dropped from .grad, then put back]); the last record of a sid says;
 absent in older ledgers; Note [A gradient dropped from .grad] in trace/dropped_grads.py) and
 `holders` (`step`, `ev`: the step record's event, `names`: {`function:variable`: sids}, the
-live saved storages the script's own frames hold as the step ends, by variable, item
-(`h[0]`, `d['k']`) or receiver attribute (`self.h`); absent in older ledgers; Note [Who
-holds a saved storage at a step's end] in trace/step_holders.py, read by Note [The last
-step's state, by its holder] in ledger/carried.py) and
+live saved storages the frames the step ends in hold (the script's; from the fifty-sixth
+session the libraries' too, `module.function:variable`, listed in `libs`), by variable,
+item (`h[0]`, `d['k']`) or receiver attribute (`self.h`); `products` (optional, the same
+shape): the live storages the step before made that are not saved; absent in older
+ledgers; Note [Who holds a saved storage at a step's end] in trace/step_holders.py, read by
+Note [The last step's state, by its holder] in ledger/carried.py and Note [A history the
+script keeps] in ledger/held_roles.py) and
 `wrote_grads` (`ev`: a backward pass that ended at `ev` changed a parameter's `.grad`, a
 new storage or one accumulated in place; `torch.autograd.grad` writes none; absent in
 older ledgers; Note [The pass that writes the gradients] in ledger/model.py) and

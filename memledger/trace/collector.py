@@ -924,6 +924,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._header = header or {}
         self._ev = 0                       # index of the next event
         self._next_sid = 0
+        self._step_sids = (0, 0)   # Note [A history the script keeps]: the sids the
+        # step before made, [its start, its end), for `_write_holders`
         self._sids: dict[int, int] = {}    # storage _cdata -> sid, while alive
         self._last: dict[int, int] = {}    # sid -> last event that used it
         self._refs: dict[int, tuple[int, int, weakref.ref]] = {}  # id(ref) -> (sid, key, ref)
@@ -3833,20 +3835,32 @@ class Collector(ShardingMixin, TorchDispatchMode):
             raise StopTracing()
 
     def _write_holders(self) -> None:
-        """Note [Who holds a saved storage at a step's end] (trace/step_holders.py)."""
+        """Note [Who holds a saved storage at a step's end] (trace/step_holders.py), and
+        the step before's products the frames hold (Note [A history the script keeps],
+        ledger/held_roles.py)."""
         sids, saved = self._sids, self._saved_mod
+        lo, hi = self._step_sids   # sids the step before made: [its start, its end)
+        self._step_sids = (hi, self._next_sid)
 
         def sid_of(t) -> int:
             sid = sids.get(storage_key(t), -1)
-            return sid if sid in saved else -1
+            return sid if sid in saved or lo <= sid < hi else -1
 
         try:
-            names = step_holders(sys._getframe(1), sid_of)
+            held, libs = step_holders(sys._getframe(1), sid_of)
         except Exception:   # noqa: BLE001 - an object of the script's that refuses to be
             return          # read (a proxy's `__class__`): a label is never worth the trace
-        if names:
-            self.sink.write({"k": "holders", "step": self._step, "ev": self._ev - 1,
-                             "names": names})
+        names = {k: v for k, v in ((k, [s for s in v if s in saved]) for k, v in held.items())
+                 if v}
+        products = {k: v for k, v in ((k, [s for s in v if s not in saved])
+                                      for k, v in held.items()) if v}
+        if names or products:
+            rec = {"k": "holders", "step": self._step, "ev": self._ev - 1, "names": names}
+            if products:
+                rec["products"] = products
+            if libs:
+                rec["libs"] = [fn for fn in libs if any(k.startswith(fn + ":") for k in names)]
+            self.sink.write(rec)
 
     # Note [State made between steps]
     # The optimizer's state is read at its step hooks (Note [State outside optimizer.state]),

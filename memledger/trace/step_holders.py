@@ -1,5 +1,6 @@
-"""Which names of the script's own frames hold a saved storage as a step ends (`holders`
-records), for the ledger's rule on the last step's carried state.
+"""Which names of the frames a step ends in hold a saved storage (`holders` records), for
+the ledger's rule on the last step's carried state, and which hold what the step before
+made (their `products`, for Note [A history the script keeps] in ledger/held_roles.py).
 
 # Note [Who holds a saved storage at a step's end]
 The ledger knows when a storage was made, saved, read and freed, not who held it. For a
@@ -10,7 +11,8 @@ it have the same lifetime (saved, read by the backward, held past the step's end
 tells them apart is the script: the loop binds its state to the same name every step
 (`h`, `hiddens`), and its output to another (`out`). So as each step ends (the `step`
 record's event; the last step's too, before the stop unwinds the script) the collector
-reads the frames of the script's own files, innermost first (Note [A frame's locals, let
+reads the frames the step passes through, the script's and the libraries' (Note [A loop a
+library runs], below), innermost first (Note [A frame's locals, let
 go of], trace/where.py: the snapshot a read makes before Python 3.13 is emptied after it),
 and writes, per name, the live saved storages it holds (tests/clients/
 train_carried_state.py, step 2 of 3; the batch `xs`, `y` is saved by the Linear and the
@@ -19,55 +21,122 @@ loss):
     {"k": "holders", "step": 2, "ev": 146, "names": {"main:h": [39], "main:xs": [30],
      "main:y": [31], "main:carried": [12], "main:out": [40]}}
 
-A name is `function:variable`, an item of a tuple, list or dict (a `dict_values` view
-among them: HRM-pytorch hands its hidden states so) `function:variable[i]` or
-`function:variable['key']` (the first 64 items), an attribute of a method's receiver
-`function:self.attr`. Only storages saved for a backward and still live are written
-(the rule reads no other), so the record is a few entries a step; a walk that raises
-(an object of the script's whose `__class__` raises) writes none for that step. Cost: one walk of the
-script's frames per step end: about 0.4 ms for a frame holding a list of 100,000 tensors
-(64 items read), a list of 20 and a dict, on this session's AMD EPYC at load 12 on 2
-cores. Older ledgers have none: their last step's saves stay `activation` (Note [The last
+A name is `function:variable` (a function of another module than the script's, a
+library's among them, `module.function:variable`), an item of a tuple, list, deque or
+dict (a `dict_values` view among them: HRM-pytorch hands its hidden states so)
+`function:variable[i]` or `function:variable['key']` (the first 64 items), an attribute
+of a method's receiver `function:self.attr`. `names` holds the storages saved for a
+backward and still live; `products` (where any) the live storages the step before made
+that are not saved (a loss it kept: Note [A history the script keeps]); `libs` the
+library functions among `names`' (Note [A loop a library runs]). So the record is a few
+entries a step; a frame whose walk raises (an object whose `__class__` raises) adds
+none, the other frames still do. Cost: one walk of the step's frames per step end: about
+0.4 ms for a frame holding a list of 100,000 tensors (64 items read), a list of 20 and a
+dict, on the fifty-fifth session's AMD EPYC at load 12 on 2 cores; reading the
+libraries' frames too (Note [A loop a library runs]) costs a Lightning step end about 0.5
+ms where the script's alone cost 0.15 (about 30 more frames, each one dict and a
+receiver's attributes; measured at load 13 on 2 cores), and the first step end 2 to 20 ms
+more, once: each code object's file is resolved once (`_function_of`). Older ledgers
+have none: their last step's saves stay `activation` (Note [The last
 step's state, by its holder], ledger/carried.py).
 """
 
 from __future__ import annotations
 
 import inspect
+import os
+from collections import deque
 from itertools import islice
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any, Callable, Iterator
 
 import torch
 
-from memledger.trace.where import frame_locals, is_user_file
+from memledger.trace.where import frame_locals, is_library_file, is_user_file, library_path
 
 _ITEMS = 64   # items of one container, attributes of one receiver, looked at
 _DICT_VIEWS = (type({}.values()), type({}.items()))
 
 
-def step_holders(frame: FrameType | None, sid_of: Callable[[Any], int]) -> dict[str, list[int]]:
-    """{name: sids} of the saved storages the script's own frames hold, from `frame`
-    outwards (Note [Who holds a saved storage at a step's end]); `sid_of(tensor)` is the
-    live saved storage's sid, or -1."""
+def step_holders(frame: FrameType | None, sid_of: Callable[[Any], int]
+                 ) -> tuple[dict[str, list[int]], list[str]]:
+    """({name: sids}, library functions): the storages `sid_of` knows that the frames from
+    `frame` outwards hold, the script's and the libraries' (Note [Who holds a saved storage
+    at a step's end]; Note [A loop a library runs]); `sid_of(tensor)` is the storage's sid,
+    or -1. The second item lists the name prefixes (`module.function`) of library frames."""
     out: dict[str, list[int]] = {}
+    libs: list[str] = []
     f = frame
     while f is not None:
-        if is_user_file(f.f_code.co_filename):
-            fn = f.f_code.co_name
-            with frame_locals(f) as local:
-                names = list(local.items())
-            me = dict(names).get("self") if f.f_code.co_flags & inspect.CO_OPTIMIZED else None
-            if me is not None:
-                names += [(f"self.{k}", v) for k, v in _attributes(me)]
-            for var, value in names:
-                for name, t in _named_tensors(var, value):
-                    if (sid := sid_of(t)) >= 0:
-                        sids = out.setdefault(f"{fn}:{name}", [])
-                        if sid not in sids:
-                            sids.append(sid)
+        fn = _function_of(f)
+        if fn:
+            try:
+                _read_frame(f, fn, sid_of, out)
+            except Exception:   # noqa: BLE001 - an object of a frame's that refuses to be
+                pass            # read (a proxy's `__class__`): the other frames still count
+            if not is_user_file(f.f_code.co_filename) and fn not in libs and \
+                    any(k.startswith(fn + ":") for k in out):
+                libs.append(fn)
         f = f.f_back
-    return out
+    return out, libs
+
+
+# Note [A loop a library runs]
+# fix55b read the script's own frames only, so a loop a library runs (a trainer's `fit`
+# that carries `h` from chunk to chunk; tests/clients/train_carried_runner.py `--runner
+# library`) wrote no `holders` record: the step's frames are the library's, and the
+# script's frame holds the model and the data, no saved storage. Its last step's state
+# stayed `activation`, and its carried states were named by their op. The frames the step
+# passes through are read whoever's they are, but torch's, memledger's and the standard
+# library's (their locals are the machinery's: a module call's `args`, an optimizer
+# wrapper's), and named so that no two functions read as one: a frame of the script
+# (`__main__`) `function:variable` as before; of another module of the user's
+# `module.function:variable` (two files' `train`); of a library `module.function:variable`
+# with the module its path under site-packages (`memledger_test_tbptt.loop.fit:h`), listed
+# in the record's `libs` so that `show` says whose loop carries it (Note [A carried state,
+# named by its holder], ledger/carried.py).
+def _function_of(f: FrameType) -> str:
+    """The name prefix of frame `f`'s function (Note [A loop a library runs]); "" for a
+    frame of torch, memledger, the standard library or code with no file. Once per code
+    object: the paths' `realpath` was four fifths of a Lightning step end's walk."""
+    known = _PREFIX.get(f.f_code)
+    if known is None:
+        known = _PREFIX[f.f_code] = _prefix_of(f)
+    return known
+
+
+_PREFIX: dict[CodeType, str] = {}
+
+
+def _prefix_of(f: FrameType) -> str:
+    path, fn = f.f_code.co_filename, f.f_code.co_name
+    if is_user_file(path):
+        mod = f.f_globals.get("__name__")
+        if mod == "__main__":
+            return fn
+        if not isinstance(mod, str) or not mod:
+            mod = os.path.splitext(os.path.basename(path))[0]
+        return f"{mod}.{fn}"
+    if path.startswith("<") or not is_library_file(path):
+        return ""
+    return f"{os.path.splitext(library_path(path))[0].replace(os.sep, '.')}.{fn}"
+
+
+def _read_frame(f: FrameType, fn: str, sid_of: Callable[[Any], int],
+                out: dict[str, list[int]]) -> None:
+    """Into `out`: `fn:name` -> sids of the tensors frame `f` names (its locals, their
+    items, its method receiver's public attributes)."""
+    with frame_locals(f) as local:
+        names = list(local.items())
+    me = dict(names).get("self") if f.f_code.co_flags & inspect.CO_OPTIMIZED else None
+    if me is not None:
+        names += [(f"self.{k}", v) for k, v in _attributes(me)]
+    for var, value in names:
+        for name, t in _named_tensors(var, value):
+            if (sid := sid_of(t)) >= 0:
+                sids = out.setdefault(f"{fn}:{name}", [])
+                if sid not in sids:
+                    sids.append(sid)
 
 
 def _named_tensors(var: str, value: Any) -> Iterator[tuple[str, Any]]:
@@ -75,8 +144,8 @@ def _named_tensors(var: str, value: Any) -> Iterator[tuple[str, Any]]:
     list, dict or dict view (one level)."""
     if isinstance(value, torch.Tensor):
         yield var, value
-    elif isinstance(value, (tuple, list, *_DICT_VIEWS)):   # a data set's list: its first
-        for i, x in enumerate(list(islice(value, _ITEMS))):  # items only, never copied whole
+    elif isinstance(value, (tuple, list, deque, *_DICT_VIEWS)):   # a data set's list: its
+        for i, x in enumerate(list(islice(value, _ITEMS))):  # first items, never copied
             if isinstance(x, torch.Tensor):
                 yield f"{var}[{i}]", x
     elif isinstance(value, dict):   # a model's output dict too (`out["logits"]`)

@@ -100,6 +100,16 @@ _STDLIB = tuple(os.path.realpath(sysconfig.get_paths()[k]) + os.sep
 _PACKAGES = re.compile(r"[/\\](site|dist)-packages[/\\]")
 
 
+def is_library_file(filename: str) -> bool:
+    """A third-party library's file: not the user's, not torch's, memledger's or the
+    standard library's (a site-packages inside the standard library's directory is)."""
+    if filename.startswith("<") or is_user_file(filename):
+        return False
+    real = os.path.realpath(filename)
+    return not real.startswith((_TORCH, _OURS)) and \
+        not (real.startswith(_STDLIB) and not _PACKAGES.search(real))
+
+
 def library_runner(depth: int = 1, past_forwards: bool = False) -> str:
     """`torch_pruning/dependency/graph.py:1029 (_trace)`: the third-party library line that
     made the call running now (the first frame above the caller outside torch, memledger

@@ -239,3 +239,23 @@ def test_a_gradient_put_back_reads_other_only_while_no_grad_holds_it():
     pred = predict(led, [parse_policy("offload:blocks.*")], bandwidth=1e9).policies[0]
     assert {c: b for c, b in pred.at_peak.items() if c != "workspace"} == \
         {c: b for c, b in at.items() if c != "workspace"}
+
+
+@pytest.mark.parametrize("history,steps,before,after", [
+    ("list", 2, (64, 0), (32, 32)), ("list", 3, (64, 32), (32, 64)),
+    ("deque", 3, (64, 32), (32, 64))])
+def test_a_loss_history_held_one_step_is_the_scripts(history, steps, before, after):
+    """`--history list|deque`: the script keeps every loss (`losses.append(loss.detach())`
+    after each backward; a `deque(maxlen=5)` as for a plateau check), 32 B each. At the
+    close the loss the step before made, held one step, read `temporary` (Note [A step's
+    product handed back by the next step]: a closure's loss is held so until the step
+    returns) where the older ones read `other` (resident `temporary`, `other`: `before`).
+    The step end's `holders` record now names what holds the step before's products, and
+    one held as an item of a container is kept past the close (Note [A history the script
+    keeps]): `after`; the last step's own loss stays `temporary`. The peak (in the last
+    step) moves the same bytes; its sum is unchanged."""
+    led = ledger_pass("train_held_roles.py", ["--history", history], steps=steps)
+    s = led.summary()
+    assert (s.resident["temporary"], s.resident["other"]) == after
+    assert (s.at_peak["temporary"] - 1_540, s.at_peak["other"]) == after
+    assert led.peak().bytes == 6_508 + 32 * steps

@@ -28,6 +28,8 @@ gradient storage is dropped, a `.grad` again, and dropped again.
 `--loss-avg`: the loss is the MSE plus an L2 penalty (`mse + 1e-4 * l2`, an `add` in the
 script), and the script keeps a running average of it (`avg = avg * 0.9 + loss.detach() *
 0.1`, an `add` in the script too, of the same 4 B) after each backward.
+`--history list|deque`: the script keeps every loss (`losses.append(loss.detach())` after
+each backward; `deque(maxlen=5)` as for a plateau check) and reads them after the loop.
 
     memledger trace tests/clients/train_held_roles.py -o run.ledger --steps 2 -- --extragradient
     memledger show run.ledger     # the copies are optimizer_state until each becomes its parameter
@@ -104,6 +106,7 @@ def main() -> None:
     ap.add_argument("--model-zero", action="store_true")
     ap.add_argument("--loss-avg", action="store_true")
     ap.add_argument("--put-back", action="store_true")
+    ap.add_argument("--history", choices=["", "list", "deque"], default="")
     args = ap.parse_args()
     torch.manual_seed(0)
     model = Net(args.dim, args.depth)
@@ -111,6 +114,7 @@ def main() -> None:
         torch.optim.SGD(model.parameters(), lr=1e-2)
     kept = ema = past = None
     avg = torch.zeros(()) if args.loss_avg else None
+    losses = deque(maxlen=5) if args.history == "deque" else []
     for _ in range(args.steps):
         x, y = torch.randn(args.batch, args.dim), torch.randn(args.batch, 1)
         if args.extragradient:
@@ -121,6 +125,8 @@ def main() -> None:
         if args.loss_avg:   # a penalised loss, and a running average of it the script keeps
             loss = loss + 1e-4 * sum(p.pow(2).sum() for p in model.parameters())
         loss.backward()
+        if args.history:   # a loss history the script keeps
+            losses.append(loss.detach())
         if args.loss_avg:
             avg = avg * 0.9 + loss.detach() * 0.1
         if args.ema:   # grokfast's gradfilter_ema: the dict replaced in each step
@@ -161,6 +167,8 @@ def main() -> None:
             kept = {n: p.detach().clone() for n, p in model.named_parameters()}
     if kept is not None:
         print("kept", len(kept), "tensors")
+    if args.history:
+        print(f"mean loss {torch.stack(list(losses)).mean().item():.4f}")
     if args.loss_avg:
         print(f"loss {loss.item():.4f}, average {avg.item():.4f}")
 

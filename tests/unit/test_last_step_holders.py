@@ -4,7 +4,10 @@ step's end], memledger/trace/step_holders.py)."""
 
 from __future__ import annotations
 
+import os
 import sys
+import sysconfig
+from collections import deque
 
 import numpy as np
 import pandas as pd
@@ -82,9 +85,10 @@ class _Loop:
         pair = (torch.ones(1), torch.zeros(2))              # noqa: F841
         named = {"k": torch.zeros(2)}                       # noqa: F841
         view = {"x": torch.zeros(2)}.values()               # noqa: F841
+        kept = deque([torch.zeros(1)], maxlen=3)            # noqa: F841
         _SIDS.update({id(h): 1, id(pair[1]): 2, id(named["k"]): 3,
-                      id(next(iter(view))): 4, id(self.state): 5})
-        return step_holders(sys._getframe(), sid_of)
+                      id(next(iter(view))): 4, id(self.state): 5, id(kept[0]): 6})
+        return step_holders(sys._getframe(), sid_of)[0]
 
 
 _SIDS: dict[int, int] = {}
@@ -92,12 +96,15 @@ _SIDS: dict[int, int] = {}
 
 def test_step_holders_names_locals_items_and_a_receivers_attributes():
     """A frame's tensors by name: a local, a tuple's and a dict's items, a `dict_values`
-    view's (HRM-pytorch hands its hidden states so), a method receiver's public
-    attribute (not its private one); only storages `sid_of` knows."""
+    view's (HRM-pytorch hands its hidden states so), a deque's, a method receiver's public
+    attribute (not its private one); only storages `sid_of` knows. A frame of a module
+    other than the script's `__main__` is named with its module (Note [A loop a library
+    runs])."""
     got = _Loop().run(lambda t: _SIDS.get(id(t), -1))
-    assert {k: v for k, v in got.items() if k.startswith("run:")} == {
-        "run:h": [1], "run:pair[1]": [2], "run:named['k']": [3], "run:view[0]": [4],
-        "run:self.state": [5]}
+    fn = f"{__name__}.run"
+    assert {k: v for k, v in got.items() if k.startswith(fn + ":")} == {
+        f"{fn}:h": [1], f"{fn}:pair[1]": [2], f"{fn}:named['k']": [3], f"{fn}:view[0]": [4],
+        f"{fn}:kept[0]": [6], f"{fn}:self.state": [5]}
 
 
 def test_a_carried_state_is_named_by_the_names_that_hold_it_at_its_end():
@@ -117,3 +124,83 @@ def test_a_carried_state_is_named_by_the_names_that_hold_it_at_its_end():
     assert carried_names(df.index, until, holders[1:]).tolist() == [
         "", "h, states[1] (carried by the script)", "", ""]
     assert carried_names(df.index, until, []).tolist() == ["", "", "", ""]
+
+
+# a stand-in library (Note [A loop a library runs]): a function compiled under the
+# interpreter's site-packages, whose frames are a library's; it calls back into the
+# script (`step`), as a trainer calls the optimizer whose hook ends the step
+_LIB = os.path.join(sysconfig.get_paths()["purelib"], "memledger_test_tbptt", "loop.py")
+_FIT = """
+def fit(step):
+    h = make()
+    return step()
+"""
+
+
+def test_step_holders_reads_the_library_frames_the_step_passes_through():
+    """The step ends in the script's callback, below a library's loop: the library's frame
+    is read too, named `module.function:variable` with the module its path under
+    site-packages, and listed in `libs`, innermost first (the callback's closure names the
+    state too)."""
+    import torch
+
+    from memledger.trace.step_holders import step_holders
+
+    state = torch.zeros(3)
+    ns = {"make": lambda: state}
+    exec(compile(_FIT, _LIB, "exec"), ns)
+
+    def step():
+        with torch.no_grad():
+            return step_holders(sys._getframe(), lambda t: 7 if t is state else -1)
+
+    held, libs = ns["fit"](step)
+    assert held == {f"{__name__}.step:state": [7], "memledger_test_tbptt.loop.fit:h": [7],
+                    f"{__name__}.test_step_holders_reads_the_library_frames_the_step_"
+                    "passes_through:state": [7]}
+    assert libs == ["memledger_test_tbptt.loop.fit"]
+
+
+def test_one_variable_name_in_two_functions_is_two_holders():
+    """Note [One name, one holder]: `main:h` and `train_chunk:h` both hold saved storages
+    in the run, so the state `train_chunk` carries is named with its function; a library's
+    name always is, with the library (the record's `libs`); a name only one function
+    holds (`states[1]`) stays the variable alone."""
+    holders = [{"k": "holders", "step": 1, "ev": 20,
+                "names": {"train_chunk:h": [1], "train_chunk:out": [4]}},
+               {"k": "holders", "step": 2, "ev": 40,
+                "names": {"train_chunk:h": [2], "main:states[1]": [2], "main:h": [1]}}]
+    df = _storages()
+    until = carried_until(df, np.ones(len(df), dtype=bool), step_marks(PHASES, STEPS), holders)
+    assert until.tolist() == [20, 40, -1, -1]
+    assert carried_names(df.index, until, holders).tolist() == [
+        "train_chunk.h (carried by the script)",
+        "train_chunk.h, states[1] (carried by the script)", "", ""]
+    lib = [{"k": "holders", "step": 1, "ev": 20, "names": {"pkg.loop.fit:h": [1]},
+            "libs": ["pkg.loop.fit"]},
+           {"k": "holders", "step": 2, "ev": 40, "names": {"pkg.loop.fit:h": [2]},
+            "libs": ["pkg.loop.fit"]}]
+    until = carried_until(df, np.ones(len(df), dtype=bool), step_marks(PHASES, STEPS), lib)
+    assert carried_names(df.index, until, lib).tolist() == [
+        "fit.h (carried by pkg)", "fit.h (carried by pkg)", "", ""]
+
+
+def test_a_step_before_product_held_as_an_item_at_the_close_is_kept():
+    """Note [A history the script keeps]: sid 5, made in step 1 (at 15), held at the close;
+    held by `losses[0]` in the last end's `products` it is the script's (kept over the last
+    step), held by a variable only (`loss`, a closure's hand-back) it is not; sid 6, made
+    in the last step and held as an item too, is the step's own either way."""
+    from memledger.ledger.held_roles import held_as_items, kept_across_a_step
+
+    marks = step_marks(PHASES, STEPS)
+    index = pd.Index([5, 6], name="sid")
+    created, freed = np.array([15, 35]), np.array([-1, -1])
+
+    def kept(products):
+        holders = [{"k": "holders", "step": 2, "ev": 40, "names": {}, "products": products}]
+        items = held_as_items(index, holders, 40)
+        return kept_across_a_step(created, freed, created, marks, None, items).tolist()
+
+    assert kept({"main:losses[0]": [5], "main:losses[1]": [6]}) == [True, False]
+    assert kept({"main:loss": [5]}) == [False, False]
+    assert kept_across_a_step(created, freed, created, marks).tolist() == [False, False]
