@@ -295,6 +295,7 @@ from memledger.trace.fake_sparse import part_device as sparse_part_device
 from memledger.trace.fake_swap import ConstantsLetGo
 from memledger.trace.fake_views import RebuiltViews
 from memledger.trace.sharding import is_collective
+from memledger.trace.warning_sites import WarningSites
 
 aten = torch.ops.aten
 
@@ -1141,6 +1142,9 @@ class FakeCollector(Collector):
         self._swaps = ConstantsLetGo(FakeTensor,     # Rule 23
                                      self.fake_mode.fake_tensor_converter)
         self._pointers = DistinctPointers(FakeTensor)   # Rule 26
+        # Note [A warning the script's op raised]: shown at the library's line, not at
+        # the `__torch_function__` of Rule 19's mode that passed the call on
+        self._warning_sites = WarningSites("memledger.trace.fake_literals")
         self.flops = 0
 
     # ---- lifecycle: FakeTensorMode below the collector ---------------------------------
@@ -1150,7 +1154,7 @@ class FakeCollector(Collector):
         entered = []
         try:
             for part in (self._answers, self._foreach, self._literals, self._swaps,
-                         self._pointers, self._loader):
+                         self._pointers, self._loader, self._warning_sites):
                 part.__enter__()
                 entered.append(part)
             return super().__enter__()
@@ -1164,6 +1168,7 @@ class FakeCollector(Collector):
         try:
             super().__exit__(exc_type, exc, tb)
         finally:
+            self._warning_sites.__exit__(exc_type, exc, tb)
             self._loader.__exit__(exc_type, exc, tb)
             self._pointers.__exit__(exc_type, exc, tb)
             self._swaps.__exit__(exc_type, exc, tb)
