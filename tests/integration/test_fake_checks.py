@@ -136,26 +136,33 @@ def test_a_formatted_0_dim_tensor_reads_the_item_stand_in():
     """Rule 35: `f"{loss:.4f}"` stopped a fake run (exit 2, "formatting a tensor's value
     reads it") where `f"{loss.item():.4f}"` read the stand-in 0.0; `f"{loss}"` printed
     "FakeTensor(..., size=())" where a real run prints the number. Both now read
-    `.item()`'s stand-in at their line, with the real run's events (`detach`, then the
-    `.item()`): the two ledgers have as many events."""
+    `.item()`'s stand-in at their line, with the events a real run's formatting makes
+    (`detach`, then `.item()`): in each run as many events as `.detach().item()` spelled
+    out."""
     import torch
 
-    got = {}
+    events = {}
     for fake in (False, True):
-        with memledger.trace(fake=fake) as led:
-            torch.manual_seed(0)
-            w = torch.nn.Parameter(torch.randn(4, 4))
-            loss = (w @ torch.ones(4, 2)).sum()
-            text = (f"{loss:.4f}", f"{loss}", f"{w.sum():>8.2f}")
-            loss.backward()
-        got[fake] = (led.ledger.n_events, led.peak().bytes)
-        if fake:
+        for spelled in (False, True):
+            with memledger.trace(fake=fake) as led:
+                torch.manual_seed(0)
+                w = torch.nn.Parameter(torch.randn(4, 4))
+                loss = (w @ torch.ones(4, 2)).sum()
+                if spelled:
+                    text = (f"{loss.detach().item():.4f}", f"{loss.detach().item()}",
+                            f"{w.sum().detach().item():>8.2f}")
+                else:
+                    text = (f"{loss:.4f}", f"{loss}", f"{w.sum():>8.2f}")
+                loss.backward()
+            events[fake, spelled] = led.ledger.n_events
+            if not fake:
+                assert text == ("-3.8182", "-3.8182287216186523", "   -1.91")
+                continue
             assert text == ("0.0000", "0.0", "    0.00")
             assert [(s.op, s.value) for s in fake_info(led.ledger).standins] == [
                 ("aten._local_scalar_dense", "0.0")]   # said once: one line
-        else:
-            assert text == ("-3.8182", "-3.8182287216186523", "   -1.91")
-    assert got[True] == got[False]
+    assert events[False, False] == events[False, True] == 16
+    assert events[True, False] == events[True, True]
 
 
 LIBRARY = '''\
