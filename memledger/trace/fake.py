@@ -1673,12 +1673,11 @@ NO_CUDA_HINT = "not compiled with CUDA"
 # evaluation" sent its user to the wrong option (poutyne's ModelCheckpoint, helper hunt48a);
 # `.numpy()` is an evaluation's metric or a fit on the data (pytorch-frame's
 # MutualInformationSort hands sklearn the features: "no evaluation" alone named the wrong
-# part, helper hunt52c)
+# part, helper hunt52c). A 0-dim tensor formatted (`f"{loss:.3f}"`) is no longer one: it
+# reads `.item()`'s stand-in (Rule 35); a larger one with a spec fails as in a real run.
 VALUE_READS = (
     (".numpy() is not supported for tensor subclasses", "`.numpy()` reads tensor values",
      "no evaluation, no fit on the data's values"),
-    ("unsupported format string passed to FakeTensor.__format__",
-     "formatting a tensor's value (f\"{loss:.3f}\") reads it", "no logging"),
     ("Can't pickle local object 'WeakValueDictionary", "torch.save writes tensor values",
      "no checkpoint saving"),
     ("cannot pickle 'WeakValueDictionary", "torch.save writes tensor values",
