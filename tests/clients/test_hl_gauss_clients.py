@@ -32,7 +32,7 @@ value to compare with the backward's.
 
 import pytest
 
-from tests.clients.harness import run_client, skip_without
+from tests.clients.harness import fake_client_gaps, run_client, skip_without
 
 skip_without("hl_gauss_pytorch")
 pytestmark = pytest.mark.clients
@@ -99,3 +99,23 @@ def test_the_doctor_finds_the_undivided_hl_gauss_loss(bug):
     assert f.evidence["micro_batches"] == 2 and f.evidence["steps"] == [1, 2]
     lines = (HERE / "train_hl_gauss.py").read_text().splitlines()
     assert lines[f.where.line - 1].strip() == "loss.backward()"
+
+
+def test_symlog_runs_under_fake_as_the_real_run():
+    """`--symlog`: the library checks at init that `symexp(symlog(x))` is `x` with an
+    asserted `torch.allclose` on `torch.randn(10) * 10`; the stand-in False failed that
+    assert and `trace --fake` stopped (exit 3). The check now reads the value that goes on
+    (Rule 34, Note [A check a run that trains passes], memledger/trace/fake_checks.py),
+    said at hl_gauss.py:131 with why, and the fake ledger is the real one: peak, every
+    category and each policy's prediction."""
+    from memledger.ledger.fake_info import fake_info
+    from tests.clients.harness import ledger_pass
+
+    argv = ["--model", "mlp", "--symlog"]
+    assert fake_client_gaps("train_hl_gauss.py", argv,
+                            ["checkpoint:head", "selective:trunk", "offload:head.network"]) == {}
+    fake = ledger_pass("train_hl_gauss.py", argv, fake_device="cpu")
+    assert fake.peak().bytes == 27_300
+    checks = [(s.line, s.value) for s in fake_info(fake).standins
+              if s.op == "aten.allclose.default"]
+    assert checks == [(131, "True")]
