@@ -57,7 +57,7 @@ _PASS_THROUGH = frozenset({"TO_BOOL", "NOT_TAKEN", "CACHE", "EXTENDED_ARG", "NOP
 _ENDS = frozenset({"RETURN_VALUE", "RETURN_CONST", "RERAISE", "YIELD_VALUE",
                    "RETURN_GENERATOR"})
 _RAISE = "RAISE_VARARGS"
-_MEMLEDGER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # memledger/
+_MEMLEDGER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # memledger/
 _SCAN = 64   # instructions looked at on each way: a raise's message is built in fewer
 
 

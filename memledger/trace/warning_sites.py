@@ -44,7 +44,7 @@ import sys
 import warnings
 from types import FrameType
 
-_MEMLEDGER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # memledger/
+_MEMLEDGER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # memledger/
 _SKIPPED = (os.sep + os.path.join("torch", "overrides.py"),)   # torch's function dispatch
 
 
