@@ -1317,8 +1317,8 @@ class FakeCollector(Collector):
     def _equal(self, func, args, kwargs) -> bool:
         """Rule 3: `torch.equal(a, b)`, a bool read off values: the shadows' answer where
         both are known, else a stand-in (said at the line): Rule 34's where the code reading
-        it raises one way and not the other (`assert torch.allclose(...)`), else False. torch's own checks ask it
-        too: `torch.istft` tests its window's overlap-add with `is_scalar_tensor_true`
+        it raises one way and not the other (`assert torch.allclose(...)`), else False.
+        torch's own checks ask it too: `torch.istft` tests its window's overlap-add with `is_scalar_tensor_true`
         (`equal(envelope.abs().min() < 1e-11, ones)`), which a run that trains passes.
         `torch.allclose` the same: equiformer asks whether its edge vectors already point
         along the y axis (`if torch.allclose(x, y): return I`), which random points do not

@@ -39,7 +39,8 @@ class Head(nn.Module):
         self.proj = nn.Linear(dim, bins)
 
     def forward(self, h, y):
-        return nn.functional.cross_entropy(self.proj(h), torch.bucketize(symlog(y), self.support[1:-1]))
+        target = torch.bucketize(symlog(y), self.support[1:-1])
+        return nn.functional.cross_entropy(self.proj(h), target)
 
 
 torch.manual_seed(0)
