@@ -214,3 +214,23 @@ def test_a_librarys_warnings_are_shown_at_its_own_lines_under_fake(tmp_path):
             with memledger.trace(fake=fake):
                 lib.softmax(torch.randn(4, 3))
         assert shown == [], fake
+
+
+def test_a_librarys_warnings_are_shown_at_its_own_lines_under_the_doctors_probe(tmp_path):
+    """The doctor's probe, a TorchFunctionMode too, showed the C++ warning at the library's
+    line already (the first form of Note [A warning the script's op raised]), but the one
+    torch's Python raises with stacklevel 2 at the frame above its own, torch/overrides.py
+    (`handle_torch_function`); now both at the library's lines."""
+    import torch
+
+    from memledger.trace.doctor_probe import DoctorProbe
+
+    lib = _library(tmp_path)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        with DoctorProbe():
+            x = torch.randn(4, 3)
+            lib.index(x)
+            lib.softmax(x)
+    assert sorted((Path(w.filename).name, w.lineno) for w in shown) == [
+        ("lib56b.py", 5), ("lib56b.py", 9)]
