@@ -103,6 +103,7 @@ def test_the_doctor_finds_the_undivided_hl_gauss_loss(bug):
     assert lines[f.where.line - 1].strip() == "loss.backward()"
 
 
+@pytest.mark.slow   # three ledger passes, ~6 s
 def test_symlog_runs_under_fake_as_the_real_run():
     """`--symlog`: the library checks at init that `symexp(symlog(x))` is `x` with an
     asserted `torch.allclose` on `torch.randn(10) * 10`; the stand-in False failed that
