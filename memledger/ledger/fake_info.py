@@ -16,6 +16,8 @@ class StandIn(BaseModel):
     code: str = Field(description="that line's source text")
     op: str = Field(description="aten._local_scalar_dense (.item() etc.) or an upper-bound op")
     value: str = Field(description="the stand-in used, as text")
+    why: str = Field(default="", description="why this value, where it is not Rule 3's "
+                     "plain one (Rule 34: a check a real run passes)")
 
 
 class FakeRun(BaseModel):
@@ -50,6 +52,7 @@ def fake_info(led) -> FakeRun | None:
         flops=flops, real_storages=int(real.sum()), real_bytes=int(led.storages["bytes"][real].sum()),
         standins=[StandIn(file=str(r.get("file", "")), line=int(r.get("line", 0)),
                           code=str(r.get("code", "")), op=str(r.get("op", "")),
-                          value=str(r.get("value", ""))) for r in led.extra.get("standin", [])],
+                          value=str(r.get("value", "")), why=str(r.get("why", "")))
+                  for r in led.extra.get("standin", [])],
         fake_aware=[str(r.get("what", "")) for r in led.extra.get("fake_aware", [])],
     )

@@ -319,6 +319,7 @@ def _fake_line(s: Summary) -> Text:
     for si in f.standins[:8]:
         text += f"\n  stand-in {si.value} for {si.op} at {si.file.rsplit('/', 1)[-1]}:{si.line}"
         text += f"  {si.code}" if si.code else ""
+        text += f" ({si.why})" if si.why else ""
     if len(f.standins) > 8:
         text += f"\n  ... {len(f.standins) - 8} more (show --json)"
     for what in f.fake_aware:

@@ -73,9 +73,7 @@ import contextlib
 import functools
 import gc
 import inspect
-import linecache
 import sys
-import warnings
 import weakref
 from typing import Any, Iterator
 
@@ -111,6 +109,7 @@ from memledger.trace.optimizer_like import optimizer_like_alive, unstepped_name
 from memledger.trace.steps import OptimizerSteps, StepCounter
 from memledger.trace.param_attrs import gradient_like
 from memledger.trace.where import in_reentrant_checkpoint, user_line, user_name_of
+from memledger.trace.warning_sites import WarningSites
 
 _Tensor = torch.Tensor
 _DATA = torch._C.TensorBase.__dict__["data"]
@@ -408,6 +407,7 @@ class DoctorProbe(TorchFunctionMode):
         self.steps_by = steps_by
         self._counter = None   # StepCounter, when steps are not counted by optimizer.step()
         self.records: list[dict[str, Any]] = []
+        self._warning_sites = WarningSites(__name__)   # Note [A warning the script's op raised]
         self._penalty = PenaltyWatch(self.records)     # Note [A gradient penalty without ...]
         # Note [Parameters held weakly]: id -> parameter, while it lives
         self._params: weakref.WeakValueDictionary[int, nn.Parameter] = \
@@ -544,15 +544,13 @@ class DoctorProbe(TorchFunctionMode):
         self._garbage.__enter__()
         self._unused.__enter__()
         eager_stance(True)   # Note [Compiled code runs eager under the collector]
-        self._showwarning = warnings.showwarning   # Note [A warning the script's op raised]
-        warnings.showwarning = self._show_warning
+        self._warning_sites.__enter__()   # Note [A warning the script's op raised]
         return super().__enter__()
 
     def __exit__(self, exc_type, exc, tb) -> None:
         super().__exit__(exc_type, exc, tb)
         eager_stance(False)
-        if warnings.showwarning == self._show_warning:
-            warnings.showwarning = self._showwarning
+        self._warning_sites.__exit__(exc_type, exc, tb)
         for h in self._handles + self._param_handles:
             h.remove()
         self._handles, self._param_handles = [], []
@@ -562,31 +560,6 @@ class DoctorProbe(TorchFunctionMode):
         else:
             self._step_rule.script_ended()   # a step its optimizers left open ends here
         self._finish()
-
-    # Note [A warning the script's op raised]
-    # A warning torch raises in C++ inside an op (`float(t)` on a tensor that requires grad:
-    # "Converting a tensor with requires_grad=True to a scalar ...") is attributed to the
-    # innermost Python frame, which under the probe is its own `__torch_function__`: the
-    # doctor printed "memledger/trace/doctor_probe.py:971: UserWarning: ..." and `return
-    # func(*args, **kwargs)`, where the script run alone (and `memledger trace`, whose mode
-    # runs below C++) shows the script's line (tests/clients/train_hf.py --eval-bug
-    # sum-loss, `print(f"eval loss {float(total) ...}")`). While the probe is active,
-    # `warnings.showwarning` is wrapped: a warning shown at a line of this file is shown at
-    # the frame that called the op, as without the probe. (Filters by module still see
-    # this module's name; the message and its category are the script's.)
-    def _show_warning(self, message, category, filename, lineno, file=None, line=None):
-        if filename == __file__:
-            f = sys._getframe(1)
-            while f is not None and not (f.f_code.co_filename == filename and
-                                         f.f_lineno == lineno):
-                f = f.f_back
-            caller = f.f_back if f is not None else None
-            while caller is not None and caller.f_code.co_filename == __file__:
-                caller = caller.f_back   # __torch_function__ above the probe's helper
-            if caller is not None:
-                filename, lineno = caller.f_code.co_filename, caller.f_lineno
-                line = linecache.getline(filename, lineno) or None
-        self._showwarning(message, category, filename, lineno, file, line)
 
     def stopped_by_others(self, steps: int) -> None:
         """The Collector alongside ends its `steps`-th step: under `steps_by` "forward", at

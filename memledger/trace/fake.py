@@ -231,6 +231,18 @@ Rules (numbered so that code can point here):
    path for tensor subclasses), so `copy.deepcopy` ran `Tensor.__deepcopy__`, which copies
    the gradient too, where a real run's `Parameter.__deepcopy__` clones the data only
    (Note [A fake parameter's deep copy], trace/fake_literals.py).
+34. A bool read off values (Rule 3: `torch.allclose`, `torch.equal`, `bool(t)`, `.item()` of
+   a bool tensor) where the code reading it raises on one way and not on the other (`assert
+   torch.allclose(y, x)`, `if not ok.all(): raise ...`) gets the value that goes on, as a
+   real run that trains does, said at its line with why: hl-gauss-pytorch's init checks
+   `symexp(symlog(x))` against random `x` with an asserted `allclose`, and the stand-in
+   False stopped every `--symlog` fake run there (Note [A check a run that trains passes],
+   trace/fake_checks.py). Elsewhere the stand-in stays False.
+35. `format(t, spec)` of a 0-dim fake tensor (`f"{loss:.4f}"`) is what torch makes of a
+   plain tensor, `t.detach().item()` formatted, so it reads Rule 3's stand-in at its line
+   as `f"{loss.item():.4f}"` does; before, FakeTensor's `object.__format__` refused the
+   spec and the run stopped (exit 2), or with no spec printed "FakeTensor(...)"
+   (trace/fake_literals.py).
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -266,6 +278,8 @@ from torch.utils.flop_counter import flop_registry
 from memledger.trace.collector import Collector, _written_args, kept_as_made
 from memledger.trace.external import external
 from memledger.trace.fake_arithmetic import is_zero_error, zero_arithmetic_line
+from memledger.trace.fake_checks import ANSWERED as CHECK_ANSWERED
+from memledger.trace.fake_checks import passing_value, reading_frame
 from memledger.trace.higher_order import is_higher_order, run_by_its_ops
 from memledger.trace.fake_collectives import HANDS_ON, SYMMETRIC, symmetric_writes
 from memledger.trace.fake_literals import KnownLiterals
@@ -281,6 +295,7 @@ from memledger.trace.fake_sparse import part_device as sparse_part_device
 from memledger.trace.fake_swap import ConstantsLetGo
 from memledger.trace.fake_views import RebuiltViews
 from memledger.trace.sharding import is_collective
+from memledger.trace.warning_sites import WarningSites
 
 aten = torch.ops.aten
 
@@ -1127,6 +1142,9 @@ class FakeCollector(Collector):
         self._swaps = ConstantsLetGo(FakeTensor,     # Rule 23
                                      self.fake_mode.fake_tensor_converter)
         self._pointers = DistinctPointers(FakeTensor)   # Rule 26
+        # Note [A warning the script's op raised]: shown at the library's line, not at
+        # the `__torch_function__` of Rule 19's mode that passed the call on
+        self._warning_sites = WarningSites("memledger.trace.fake_literals")
         self.flops = 0
 
     # ---- lifecycle: FakeTensorMode below the collector ---------------------------------
@@ -1136,7 +1154,7 @@ class FakeCollector(Collector):
         entered = []
         try:
             for part in (self._answers, self._foreach, self._literals, self._swaps,
-                         self._pointers, self._loader):
+                         self._pointers, self._loader, self._warning_sites):
                 part.__enter__()
                 entered.append(part)
             return super().__enter__()
@@ -1150,6 +1168,7 @@ class FakeCollector(Collector):
         try:
             super().__exit__(exc_type, exc, tb)
         finally:
+            self._warning_sites.__exit__(exc_type, exc, tb)
             self._loader.__exit__(exc_type, exc, tb)
             self._pointers.__exit__(exc_type, exc, tb)
             self._swaps.__exit__(exc_type, exc, tb)
@@ -1297,8 +1316,9 @@ class FakeCollector(Collector):
 
     def _equal(self, func, args, kwargs) -> bool:
         """Rule 3: `torch.equal(a, b)`, a bool read off values: the shadows' answer where
-        both are known, else a stand-in False (said at the line). torch's own checks ask it
-        too: `torch.istft` tests its window's overlap-add with `is_scalar_tensor_true`
+        both are known, else a stand-in (said at the line): Rule 34's where the code reading
+        it raises one way and not the other (`assert torch.allclose(...)`), else False.
+        torch's own checks ask it too: `torch.istft` tests its window's overlap-add with `is_scalar_tensor_true`
         (`equal(envelope.abs().min() < 1e-11, ones)`), which a run that trains passes.
         `torch.allclose` the same: equiformer asks whether its edge vectors already point
         along the y axis (`if torch.allclose(x, y): return I`), which random points do not
@@ -1308,13 +1328,11 @@ class FakeCollector(Collector):
             with _disable_current_modes():
                 return bool(func(a, b, *args[2:], **kwargs))
         if func is ALLCLOSE:   # FakeTensorMode has no rule for it: the stand-in at once
-            self._note_standin(str(func), False)
-            return False
+            return self._check_standin(str(func))   # Rule 34, else False
         try:
             return func(*args, **kwargs)
         except DataDependentOutputException:
-            self._note_standin(str(func), False)
-            return False
+            return self._check_standin(str(func))   # Rule 34, else False
 
     def _workers_fetch(self):
         """Rule 30: a DataLoader worker's fetch, made with the collector looking away."""
@@ -1564,13 +1582,26 @@ class FakeCollector(Collector):
         if t.dtype.is_floating_point or t.dtype.is_complex:
             value: Any = 0.0
         elif t.dtype == torch.bool:
-            value = getattr(t, "_memledger_healthy", False)   # Rule 3: a finite run's answer
+            value = getattr(t, "_memledger_healthy", None)   # Rule 3: a finite run's answer
+            if value is None:
+                return self._check_standin(op)               # Rule 34, else False
         else:
             value = 0
         self._note_standin(op, value)
         return value
 
-    def _note_standin(self, op: str, value: Any) -> None:
+    def _check_standin(self, op: str) -> bool:
+        """Rule 34: a bool read off values where the reading code raises on one way and
+        not on the other gets the value that goes on (Note [A check a run that trains
+        passes], trace/fake_checks.py); anywhere else Rule 3's False."""
+        value = passing_value(reading_frame())
+        if value is None:
+            self._note_standin(op, False)
+            return False
+        self._note_standin(op, value, why=CHECK_ANSWERED)
+        return value
+
+    def _note_standin(self, op: str, value: Any, why: str = "") -> None:
         f = user_frame()
         filename, line = (f.f_code.co_filename, f.f_lineno) if f is not None else ("", 0)
         site = (filename, line, op)
@@ -1580,7 +1611,8 @@ class FakeCollector(Collector):
             self.last_standin = self._standin_sites[site] = {
                 "k": "standin", "ev": self._ev, "op": op, "value": value, "file": filename,
                 "line": line,
-                "code": linecache.getline(filename, line).strip() if filename else ""}
+                "code": linecache.getline(filename, line).strip() if filename else "",
+                **({"why": why} if why else {})}
             self.sink.write(self.last_standin)
         if type(value) in (int, float, bool) and value == 0:   # Rule 31
             self.last_zero_standin = self.last_standin
@@ -1641,12 +1673,11 @@ NO_CUDA_HINT = "not compiled with CUDA"
 # evaluation" sent its user to the wrong option (poutyne's ModelCheckpoint, helper hunt48a);
 # `.numpy()` is an evaluation's metric or a fit on the data (pytorch-frame's
 # MutualInformationSort hands sklearn the features: "no evaluation" alone named the wrong
-# part, helper hunt52c)
+# part, helper hunt52c). A 0-dim tensor formatted (`f"{loss:.3f}"`) is no longer one: it
+# reads `.item()`'s stand-in (Rule 35); a larger one with a spec fails as in a real run.
 VALUE_READS = (
     (".numpy() is not supported for tensor subclasses", "`.numpy()` reads tensor values",
      "no evaluation, no fit on the data's values"),
-    ("unsupported format string passed to FakeTensor.__format__",
-     "formatting a tensor's value (f\"{loss:.3f}\") reads it", "no logging"),
     ("Can't pickle local object 'WeakValueDictionary", "torch.save writes tensor values",
      "no checkpoint saving"),
     ("cannot pickle 'WeakValueDictionary", "torch.save writes tensor values",

@@ -26,6 +26,15 @@ fake run's arrays were copies, its storages freed at once, and its ledger read 1
 the real one at step 2's peak (tests/clients/train_kan_ema.py `--fit --opt adam`), every
 policy with it. The array handed back now lives in a buffer that holds the fake tensor.
 
+Rule 35: `format(t, spec)` of a 0-dim fake tensor (`f"{loss:.4f}"`). torch formats a plain
+0-dim tensor as its `detach().item()`; a FakeTensor, a subclass, takes `object.__format__`,
+which refuses any spec ("unsupported format string passed to FakeTensor.__format__": the
+run stopped, exit 2, where `f"{loss.item():.4f}"` got Rule 3's stand-in) and with none
+gave "FakeTensor(..., size=())" where the real run prints the number. The fake run now
+formats it as torch formats a plain one: the same `detach` and `.item()` events as the
+real run, the same stand-in (0.0, said once at the script's line) as `.item()`. A tensor of
+more elements is formatted by `object` in both runs (a spec fails in both).
+
 Rule 24: `F.one_hot`'s width read from values. The width is `num_classes`, or with
 `num_classes=-1` the largest index plus one; where either comes from values a fake run does
 not have, Rule 3's stand-in made it 0 (or 1) wide, and every size computed from it after was
@@ -93,12 +102,14 @@ _FROM_DATA = (torch.tensor, torch.as_tensor)
 _NUMPY = torch._C.TensorBase.numpy
 _ONE_HOT = torch._C._nn.one_hot   # F.one_hot is this builtin
 _DEEPCOPY = torch.Tensor.__deepcopy__
+_FORMAT = torch.Tensor.__format__   # Rule 35
 
 
 class KnownLiterals(TorchFunctionMode):
     """While entered, the known values of fake tensors inside `torch.tensor`'s data, and
     what `.numpy()` of a fake tensor gives (Rule 22): its known values, or for a single
-    element the stand-in `scalar_of` makes and records."""
+    element the stand-in `scalar_of` makes and records; a 0-dim fake tensor formatted as
+    its value (Rule 35)."""
 
     def __init__(self, fake_type: type, values_of: Callable[[torch.Tensor], Any],
                  scalar_of: Callable[[torch.Tensor], Any] | None = None,
@@ -118,6 +129,10 @@ class KnownLiterals(TorchFunctionMode):
         elif func is _ONE_HOT and self.unknown_width is not None and \
                 (how := self._width_unknown(args, kwargs or {})):
             raise self.unknown_width(how)   # Rule 24
+        elif func is _FORMAT and _formats_its_value(args, self.fake_type):
+            # Rule 35: what torch's `Tensor.__format__` does for a plain 0-dim tensor, whose
+            # `.item()` a fake run answers (Rule 3), at the line that formats it
+            return args[0].detach().item().__format__(*args[1:])
         elif func is _DEEPCOPY and args and isinstance(args[0], self.fake_type):
             memo = args[1] if len(args) > 1 else (kwargs or {}).get("memo", {})
             if getattr(args[0], "constant", None) is not None:
@@ -162,6 +177,15 @@ class KnownLiterals(TorchFunctionMode):
                 with _disable_current_modes():
                     return known.tolist()
         return data
+
+
+def _formats_its_value(args: tuple, fake_type: type) -> bool:
+    """Rule 35: `format(t, spec)` of a 0-dim fake tensor, which a real run formats as
+    `t.detach().item()` (torch's `Tensor.__format__` for a plain tensor that is not on the
+    meta device); every other tensor is formatted as `object` formats it, in both runs."""
+    t = args[0] if args else None
+    return isinstance(t, fake_type) and len(args) == 2 and t.dim() == 0 and \
+        t.fake_device.type != "meta"
 
 
 class _Holder(bytearray):
