@@ -1819,10 +1819,20 @@ class PolicyInstaller:
         if self.applied is not None and (gen := _halves_begun(module, args)) is not None:
             self._late[self._depth] = gen
 
+    # Note [A model gone with the script]
+    # The top-level modules are held weakly (`prefix`), so once the script has returned, a
+    # model it made inside `main()` is gone. A script that ends before the steps asked
+    # (`measure --steps 2` of a run of 1 step, which trace records as "1 step (the script
+    # ended after 1 of the 2 asked)" and predict prices) is asked after its end, and read
+    # as having called no module: measure refused "the policy never applied: no model ran
+    # in the 1 step taken (--steps 1): the script called no module" (false) where predict
+    # priced 43.5 KiB (tests/clients/train_scan.py --model log --steps 1 under
+    # `checkpoint:blocks.*`). A policy that was applied had its model: None then too.
     def roots_without_model(self) -> list[tuple[str, str]] | None:
         """(label, class) of the top-level modules called so far where none is the model
-        (Note [No model in the steps taken], replay/policies.py); None once one is."""
-        if self._roots.model() is not None:
+        (Note [No model in the steps taken], replay/policies.py); None once one is (or was:
+        Note [A model gone with the script])."""
+        if self._roots.model() is not None or self.applied is not None:
             return None
         return [(label, type(m).__name__) for m, label in self._roots.prefix.items()]
 

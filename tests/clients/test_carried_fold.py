@@ -51,3 +51,17 @@ def test_the_same_without_a_carried_state_was_exact_before():
     assert run.ledger_peak == run.allocator_peak == 34_156
     got = run.policies["selective:blocks.0:save=mm"]
     assert got.predicted == got.measured == 32_812
+
+
+def test_a_script_that_ends_before_the_steps_asked_is_measured():
+    """`--steps 1` under two steps asked (Note [A model gone with the script],
+    measure/apply.py): the trace records the one step the script took and predict prices
+    it; measure asked after the script's end whether a model had run, and the model, made
+    in `main()` and held weakly, was gone: "the policy never applied: no model ran in the
+    1 step taken (--steps 1): the script called no module", a refusal of measure's alone.
+    Now the policy that was applied says a model ran: measured as predicted."""
+    run = run_client("train_carried_fold.py", ["--steps", "1"], ["checkpoint:blocks.0"],
+                     steps=2)
+    got = run.policies["checkpoint:blocks.0"]
+    assert got.measure_refusal == ""
+    assert got.predicted == got.measured
