@@ -766,6 +766,63 @@ def _stop_in_chain(e: BaseException) -> BaseException | None:
     return None
 
 
+# Note [An early stop TorchScript dropped]
+# A region whose last save is made inside a `torch.jit.script` function (assoc-scan's
+# `AssocScan`: its combine `binary_operator` is scripted, and its `addcmul` is the scan's
+# last save; nothing after it saves) stops its re-run inside the TorchScript interpreter,
+# which turns every Python exception raised under it into a RuntimeError of its own ("The
+# following operation failed in the TorchScript interpreter. ... RuntimeError: ") with no
+# cause or context: the stop is gone from the chain Note [An early stop a library wrapped]
+# reads, and torch's own checkpoint fails the backward (plain torch as well, on the first
+# backward: `checkpoint(AssocScan(), gates, inputs, use_reentrant=False)`). So `measure`
+# said "the script failed under 'checkpoint:blocks.0.scan'" with the interpreter's
+# traceback, where predict priced the policy (tests/clients/train_scan.py --model assoc).
+# The stop torch raises is the pack hook's, once the re-run has packed as many tensors as
+# the first run saved (`recomp_counter[gid] == len(weak_holders)`, early stop on): where
+# an error leaves the region's function while the innermost saved-tensor hooks are a
+# re-run's and that count is reached, the error is that stop, whatever carried it, and
+# leaves as torch's own. Everything the re-run needed was packed before the stop; an error
+# before the count is reached (the script's own) leaves as it came. The hook's frame and
+# group are read from its closure (`target_frame_ref`, `gid`: torch 2.13's
+# `_recomputation_hook`, under its `torch._dynamo.disable` wrapper); a torch that names
+# them otherwise keeps the old behaviour (the script's failure).
+def _stop_reached() -> bool:
+    """Whether a non-reentrant re-run in flight (the innermost saved-tensor hooks are its
+    `_recomputation_hook`'s) has packed every tensor its first run saved, with early stop
+    on: the moment torch raises its stop (Note [An early stop TorchScript dropped])."""
+    try:
+        hooks = torch._C._autograd._top_saved_tensors_default_hooks(True)
+    except (AttributeError, RuntimeError, TypeError):
+        return False
+    names = _closure_names(hooks[0]) if hooks else {}
+    frame_ref, gid = names.get("target_frame_ref"), names.get("gid")
+    frame = frame_ref() if callable(frame_ref) else None
+    if frame is None or not getattr(frame, "early_stop", False):
+        return False
+    try:
+        return frame.recomp_counter[gid] == len(frame.weak_holders)
+    except (AttributeError, KeyError, TypeError):
+        return False
+
+
+def _closure_names(fn: Any, depth: int = 3) -> dict[str, Any]:
+    """The free variables of `fn` and of the functions it closes over (a decorator's
+    wrapper holds the function it wraps), by name; the innermost wins."""
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None)
+    if code is None or not cells:
+        return {}
+    out: dict[str, Any] = {}
+    for name, cell in zip(code.co_freevars, cells):
+        try:
+            value = cell.cell_contents
+        except ValueError:   # an empty cell
+            continue
+        out[name] = value
+        if depth and callable(value) and hasattr(value, "__code__"):
+            out.update(_closure_names(value, depth - 1))
+    return out
+
+
 def _stops_as_torch_stops(fn: Callable) -> Callable:
     """`fn` whose re-run's early stop leaves as torch's own, whatever wrapped it on the
     way (Note [An early stop a library wrapped])."""
@@ -776,7 +833,8 @@ def _stops_as_torch_stops(fn: Callable) -> Callable:
         except _StopRecomputationError:
             raise
         except Exception as e:
-            if _stop_in_chain(e) is None:
+            # Note [An early stop TorchScript dropped]
+            if _stop_in_chain(e) is None and not _stop_reached():
                 raise
         # a new stop, raised once the wrapper is gone: raised inside the `except`, the
         # library's stop would take the wrapper as its context, which holds it as its
@@ -1794,10 +1852,20 @@ class PolicyInstaller:
         if self.applied is not None and (gen := _halves_begun(module, args)) is not None:
             self._late[self._depth] = gen
 
+    # Note [A model gone with the script]
+    # The top-level modules are held weakly (`prefix`), so once the script has returned, a
+    # model it made inside `main()` is gone. A script that ends before the steps asked
+    # (`measure --steps 2` of a run of 1 step, which trace records as "1 step (the script
+    # ended after 1 of the 2 asked)" and predict prices) is asked after its end, and read
+    # as having called no module: measure refused "the policy never applied: no model ran
+    # in the 1 step taken (--steps 1): the script called no module" (false) where predict
+    # priced 43.5 KiB (tests/clients/train_scan.py --model log --steps 1 under
+    # `checkpoint:blocks.*`). A policy that was applied had its model: None then too.
     def roots_without_model(self) -> list[tuple[str, str]] | None:
         """(label, class) of the top-level modules called so far where none is the model
-        (Note [No model in the steps taken], replay/policies.py); None once one is."""
-        if self._roots.model() is not None:
+        (Note [No model in the steps taken], replay/policies.py); None once one is (or was:
+        Note [A model gone with the script])."""
+        if self._roots.model() is not None or self.applied is not None:
             return None
         return [(label, type(m).__name__) for m, label in self._roots.prefix.items()]
 

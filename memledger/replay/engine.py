@@ -1490,15 +1490,37 @@ def _first_pass_only(prep: Prepared, calls: _Calls, own: _Owners,
 
 
 # ---- stage 6: the lifetimes of the rewritten stream ---------------------------------------
+# Note [A storage's two categories, split last]
+# A storage whose category changes in its life (a state carried into the next step,
+# `activation` until its step's end and `other` from there: Note [A state carried into the
+# next step], ledger/carried.py; an optimizer's copy of a parameter) is two rows of the
+# replay's curve. They were made as the first chunk was: the storages that do not change
+# in one chunk, the two pieces of those that do in two more. But the stages after it hold
+# a storage longer or end it sooner by its row in the first chunk (`out.f[0][rows]`:
+# SAC's cache held to the re-run or the call's backward, Rules 7 and 8; a remade copy
+# the script keeps), and with one split storage before it every row of the first chunk
+# after it was one off: the stage moved another storage's end. A log-space minGRU
+# carrying its state between steps (tests/clients/train_carried_fold.py, plain torch: the
+# state split, the `out` Linear's `mm` on a sliced input kept by `save=mm` past the early
+# stop), `selective:blocks.0:save=mm`: the cached `mm` (32 x 8 fp32, 1,024 B) went at
+# the bias add, the neighbour three rows on held to blocks.0's backward instead: 34,888 B
+# predicted against 35,692 B measured. So the first chunk is every storage, in the
+# ledger's order, under the rules' category, and the split is made as the rows are read
+# out (`arrays`), from each storage's end as the stages left it: the earlier category up
+# to `until` where that end is past it, the later one from there. 35,692 = 35,692.
 @dataclass
 class _Lifetimes:
     """Rows (created, freed, bytes, category) in the new numbering; row i < n_storages is
-    storage i itself."""
+    storage i itself (the first chunk, which the stages after it hold longer or end
+    sooner by row: Note [A storage's two categories, split last])."""
 
     c: list = field(default_factory=list)
     f: list = field(default_factory=list)
     b: list = field(default_factory=list)
     cat: list = field(default_factory=list)
+    # per storage of the first chunk: where its earlier category ends (new numbering; -1:
+    # none), that category, and the one after it
+    until: tuple | None = None
 
     def add(self, c, f, b, cat) -> None:
         self.c.append(c)
@@ -1507,8 +1529,18 @@ class _Lifetimes:
         self.cat.append(cat if not np.isscalar(cat) else np.full(len(c), cat, dtype=np.int64))
 
     def arrays(self):
-        c, f = np.concatenate(self.c), np.concatenate(self.f)
-        return c, np.maximum(f, c), np.concatenate(self.b), np.concatenate(self.cat)
+        c, f, b, cat = list(self.c), list(self.f), list(self.b), list(self.cat)
+        if self.until is not None:
+            u, before, after = self.until
+            c0, f0 = c[0], np.maximum(f[0], c[0])
+            split = (u >= 0) & (u > c0) & (u < f0)
+            c[0], cat[0] = np.where(split, u, c0), np.where(split, after, cat[0])
+            c.append(c0[split])
+            f.append(u[split])
+            b.append(b[0][split])
+            cat.append(before[split])
+        c, f = np.concatenate(c), np.concatenate(f)
+        return c, np.maximum(f, c), np.concatenate(b), np.concatenate(cat)
 
 
 # Note [A re-run of a checkpointed function holds the read-back copy]
@@ -1555,16 +1587,15 @@ def _lifetimes(prep: Prepared, calls: _Calls, own: _Owners, seg: _Segments,
         fr = np.where(lent, np.minimum(fr, prep.lent_own), fr)
     out = _Lifetimes()
     c, f = seg.pos_c(cr), seg.pos_f(fr)
-    if prep.cat_until is None:
-        out.add(c, f, nb, prep.cat)
-    else:   # Note [A copy the optimizer keeps, then the parameter] (ledger/held_roles.py):
+    out.add(c, f, nb, prep.cat)
+    if prep.cat_until is not None:
+        # Note [A copy the optimizer keeps, then the parameter] (ledger/held_roles.py):
         # its earlier category up to its parameter's old storage's free, its own from there
-        # (`cat_after`: the ledger's, which for a carried activation is not the rules' `cat`)
-        u = seg.pos_f(np.maximum(prep.cat_until, 0))
-        split = (prep.cat_until >= 0) & (u > c) & (u < f)
-        out.add(c[~split], f[~split], nb[~split], prep.cat[~split])
-        out.add(c[split], u[split], nb[split], prep.cat_before[split])
-        out.add(u[split], f[split], nb[split], prep.cat_after[split])
+        # (`cat_after`: the ledger's, which for a carried activation is not the rules' `cat`);
+        # split as the rows are read out, after every stage set its end (Note [A storage's
+        # two categories, split last])
+        u = np.where(prep.cat_until >= 0, seg.pos_f(np.maximum(prep.cat_until, 0)), -1)
+        out.until = (u, prep.cat_before, prep.cat_after)
     if prep.span_row is not None:   # Note [A gradient dropped from .grad, then put back]
         r = prep.span_row           # (trace/dropped_grads.py): the span's category in, the
         lo = np.maximum(seg.pos_f(prep.span_ev0), c[r])   # one it would read out
