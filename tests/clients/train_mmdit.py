@@ -19,6 +19,9 @@ Models (`--model`):
   image, audio; manifold-constrained hyper-connections where `--streams` > 1).
 - `joint`: one `mmdit.JointAttention` over `--modalities` inputs with qk-rmsnorm, its
   outputs summed into a loss (the attention alone, as the README's first example).
+- `adaptive`: `mmdit.adaptive_attention.AdaptiveAttention` (gigagan-style adaptive
+  weights: 3 qkv / out weights mixed per token by softmax gates) over the text tokens
+  (projected to the image width) followed by the image tokens.
 - `hc`: hyper-connections on a plain pre-norm transformer (its
   `get_init_and_expand_reduce_stream_functions` idiom), `--streams` residual streams.
 
@@ -37,6 +40,7 @@ import torch.nn as nn
 
 from hyper_connections import get_init_and_expand_reduce_stream_functions
 from mmdit import JointAttention, MMDiT
+from mmdit.adaptive_attention import AdaptiveAttention
 from mmdit.mmdit_generalized_pytorch import MMDiT as GeneralMMDiT
 
 DIMS = (16, 24, 8)   # text, image, audio feature widths
@@ -100,6 +104,8 @@ class Denoiser(nn.Module):
         super().__init__()
         self.net, self.kind, self.time_embed = net, kind, time_embed
         self.detach_time = detach_time
+        if kind == "adaptive":
+            self.text_in = nn.Linear(DIMS[0], DIMS[1])
 
     def forward(self, tokens: list, masks: list, t: torch.Tensor) -> torch.Tensor:
         cond = self.time_embed(t) if self.time_embed is not None else None
@@ -113,13 +119,18 @@ class Denoiser(nn.Module):
         if self.kind == "joint":
             outs = self.net(inputs=tuple(tokens), masks=tuple(masks))
             return outs[1] + sum(o.mean() for o in outs[::2])
+        if self.kind == "adaptive":
+            # the image tokens after the text tokens (projected to the image width), one
+            # sequence; the library's gated output keeps its heads axis: summed here
+            x = torch.cat((self.text_in(tokens[0]), tokens[1]), dim=1)
+            return self.net(x).sum(1)[:, tokens[0].shape[1]:]
         return self.net(tokens[1])
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--model", default="mmdit", choices=["mmdit", "general", "joint", "hc"])
+    p.add_argument("--model", default="mmdit", choices=["mmdit", "general", "joint", "adaptive", "hc"])
     p.add_argument("--modalities", type=int, default=2, choices=[2, 3])
     p.add_argument("--depth", type=int, default=2)
     p.add_argument("--batch", type=int, default=2)
@@ -147,6 +158,8 @@ def main() -> None:
                              dim_head=8, heads=2, num_residual_streams=args.streams)
     elif args.model == "joint":
         model = JointAttention(dim_inputs=dims, dim_head=8, heads=2, qk_rmsnorm=True)
+    elif args.model == "adaptive":
+        model = AdaptiveAttention(dim=dims[1], dim_head=8, heads=2, num_adaptive_weights=3)
     else:
         model = HCTransformer(dims[1], args.depth, args.streams)
     model = Denoiser(model, args.model, TimeEmbed(dim_cond) if dim_cond else None,
