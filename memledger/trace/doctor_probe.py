@@ -683,6 +683,8 @@ class DoctorProbe(TorchFunctionMode):
         self._param_recs[pid] = {"k": "param", "i": self._index[pid], "name": name,
                                  "trainable": bool(p.requires_grad),
                                  "bytes": 0 if lazy else p.nbytes, "root": root}
+        if not lazy and p.numel() == 0:   # Note [A parameter with no elements]
+            self._param_recs[pid]["empty"] = True
         self.records.append(self._param_recs[pid])
         self._hook(pid, p)
 

@@ -8,6 +8,8 @@ detach cuts only the maximum, and the tensor it was taken from flows on with its
     python dead_stabilized.py --stabilizer chain     # (amax + eps).detach(): the same
     python dead_stabilized.py --stabilizer none      # the same branch, no stabiliser
     python dead_stabilized.py --stabilizer amax --used   # the branch reaches the loss
+    python dead_stabilized.py --stabilizer amax --used --empty   # and a parameter of 0
+                                    # elements, read only when it has some: no finding
 """
 import sys
 
@@ -16,6 +18,7 @@ from torch import nn
 
 HOW = sys.argv[sys.argv.index("--stabilizer") + 1] if "--stabilizer" in sys.argv else "amax"
 USED = "--used" in sys.argv
+EMPTY = "--empty" in sys.argv
 torch.manual_seed(0)
 
 
@@ -25,6 +28,8 @@ class Net(nn.Module):
         self.body = nn.Linear(8, 8)
         self.side = nn.Linear(8, 8)
         self.head = nn.Linear(8, 2)
+        if EMPTY:   # register tokens switched off by their count (mmdit's MMDiT)
+            self.registers = nn.Parameter(torch.zeros(0, 8))
 
     def forward(self, x):
         s = self.side(x)
@@ -34,6 +39,8 @@ class Net(nn.Module):
             s = s - (s.amax(dim=-1, keepdim=True) + 1e-6).detach()
         s = s.exp()
         h = torch.relu(self.body(x))
+        if EMPTY and self.registers.numel():
+            h = h + self.registers.sum(0)
         return self.head(h + s if USED else h), s
 
 

@@ -42,6 +42,16 @@ def test_the_stabilised_branch_that_reaches_the_loss_has_no_finding():
     assert report.findings == []
 
 
+def test_a_parameter_with_no_elements_is_no_finding():
+    """Note [A parameter with no elements] (doctor/graph.py): `registers`, a (0, 8)
+    parameter read only when it has rows, got no gradient; on main "1 trainable parameter
+    (`registers`) got no gradient in steps 1-3 while 6 others did" (a warning)."""
+    report, outcome = diagnose_in_process(SCRIPT, ["--stabilizer", "amax", "--used",
+                                                   "--empty"], 3)
+    assert outcome.code == 0, outcome.reason
+    assert report.findings == []
+
+
 def test_a_detach_of_a_linears_output_is_still_a_cut():
     """`h = lin(x); h.detach()` (tests/doctor/cut.py): the Linear's node has two inputs
     (weight, bias), so no chain is kept and the cut keeps its blame."""
