@@ -57,7 +57,8 @@ def test_mmdit_with_time_conditioning_and_hyper_connections_is_predicted_as_meas
 def test_three_modalities_with_manifold_constrained_streams_fake_equals_real():
     """The generalized MMDiT over text, image and audio tokens with mHC streams: the fake
     ledger (`trace --fake --device cpu`) and its predictions are the real ones."""
-    argv = ["--model", "general", "--modalities", "3", "--cond", "--streams", "2", "--mask"]
+    argv = ["--model", "general", "--modalities", "3", "--cond", "--streams", "2", "--mask",
+            "--depth", "1", "--batch", "1"]
     assert fake_client_gaps("train_mmdit.py", argv, [
         "checkpoint:@JointAttention", "offload:@ManifoldConstrainedHyperConnections"]) == {}
 
