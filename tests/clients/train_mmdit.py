@@ -28,8 +28,11 @@ Models (`--model`):
 `--cond` (a time conditioning from a small MLP of the flow time), `--streams N` (residual
 streams; 1 plain residuals), `--mask` (a random key-padding mask on the text tokens),
 `--depth`, `--batch`, `--optim adam|adamw|sgd`, `--accum N` (gradient accumulation),
-`--clip` (`clip_grad_norm_` to 1.0). `--bug detach-time`: the time conditioning handed to
-the model detached from its MLP (a loop bug: the MLP's parameters get no gradient).
+`--clip` (`clip_grad_norm_` to 1.0), `--amp` (the forward under bf16 autocast). `--bug
+detach-time`: the time conditioning handed to the model detached from its MLP (a loop
+bug: the MLP's parameters get no gradient). The time MLP and the network are one
+`Denoiser` module, as DiT keeps its `t_embedder`: called first on its own, the MLP would
+be the model policies act on (Note [The model], memledger/trace/roots.py).
 """
 
 import argparse
@@ -141,6 +144,7 @@ def main() -> None:
     p.add_argument("--optim", default="adam", choices=["adam", "adamw", "sgd"])
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--clip", action="store_true")
+    p.add_argument("--amp", action="store_true")
     p.add_argument("--bug", default="none", choices=["none", "detach-time"])
     args = p.parse_args()
     torch.manual_seed(0)
@@ -182,7 +186,9 @@ def main() -> None:
         if args.mask:
             masks[0] = torch.rand(b, lens[0]) > 0.3
             masks[0][:, 0] = True
-        return ((model(tokens, masks, t) - (data - noise)) ** 2).mean()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp):
+            pred = model(tokens, masks, t)
+        return ((pred.float() - (data - noise)) ** 2).mean()
 
     for step in range(args.steps):
         for _ in range(args.accum):
