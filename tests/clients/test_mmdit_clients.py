@@ -18,6 +18,9 @@ ledger and predictions), 2 steps:
   @AdaptiveLayerNorm`, each predicted as measured.
 - `--model general --accum 2 --clip --optim sgd`: 313,408 B + 4 B of kernel scratch;
   `checkpoint:net.blocks.*` 280,614 B, `offload:net.blocks.*` 251,136 B.
+- `--model general --modalities 3 --amp --mask --clip` (bf16 autocast): 359,008 B + 7,896 B
+  of kernel scratch = 366,904 B; `checkpoint:net.blocks.*` 354,390 B, `offload:net.
+  blocks.0` 333,838 B, `selective:net.blocks.1:save=mm` 375,680 B.
 - `--model joint`, `--model adaptive`, `--model hc --streams 4`: every policy as measured.
 The doctor on `--model general --streams 2` said "cut by `.detach()`" (an error) for the
 last block's text stream, which the model's output drops: the mHC Sinkhorn's
@@ -29,8 +32,8 @@ error, at the detach.
 
 import pytest
 
-from tests.clients.harness import (doctor_with_ledger, fake_client_gaps, imported_first,
-                                   run_client, skip_without)
+from tests.clients.harness import (assert_pinned, doctor_with_ledger, fake_client_gaps,
+                                   imported_first, run_client, skip_without)
 
 skip_without("mmdit", "hyper_connections", "x_transformers")
 pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("one_thread")]
@@ -51,6 +54,23 @@ def test_mmdit_with_time_conditioning_and_hyper_connections_is_predicted_as_meas
     assert run.ledger_peak == run.ledger.peak_with_scratch() == run.allocator_peak == 600_648
     for policy, peak in pols.items():
         assert run.policies[policy].predicted == run.policies[policy].measured == peak
+
+
+@pytest.mark.slow
+def test_three_modalities_under_bf16_autocast_with_kernel_scratch_are_predicted_as_measured():
+    """The generalized MMDiT over 3 modalities, its forward under bf16 autocast, a text
+    mask, clipping: the bf16 matmuls' kernel scratch (oneDNN's, on a CPU with native bf16)
+    is the ledger's gap to the allocator, and every policy is predicted to the byte."""
+    argv = ["--model", "general", "--modalities", "3", "--amp", "--mask", "--clip"]
+    pols = {"checkpoint:net.blocks.*": 354_390, "offload:net.blocks.0": 333_838,
+            "selective:net.blocks.1:save=mm": 375_680}
+    run = run_client("train_mmdit.py", argv, list(pols), steps=2)
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    assert_pinned(run.ledger_peak, amd_bf16=359_008)
+    assert_pinned(run.allocator_peak, amd_bf16=366_904)   # + 7,896 B of kernel scratch
+    for policy, peak in pols.items():
+        assert run.policies[policy].predicted == run.policies[policy].measured
+        assert_pinned(run.policies[policy].measured, amd_bf16=peak)
 
 
 @pytest.mark.slow
