@@ -23,7 +23,8 @@ Models (`--model`):
   weights: 3 qkv / out weights mixed per token by softmax gates) over the text tokens
   (projected to the image width) followed by the image tokens.
 - `hc`: hyper-connections on a plain pre-norm transformer (its
-  `get_init_and_expand_reduce_stream_functions` idiom), `--streams` residual streams.
+  `get_init_and_expand_reduce_stream_functions` idiom), `--streams` residual streams,
+  `--fracs N` frac-connections, `--stream-embed` (a learned embedding per stream).
 
 `--cond` (a time conditioning from a small MLP of the flow time), `--streams N` (residual
 streams; 1 plain residuals), `--mask` (a random key-padding mask on the text tokens),
@@ -84,10 +85,12 @@ class SelfAttention(nn.Module):
 
 
 class HCTransformer(nn.Module):
-    def __init__(self, dim: int, depth: int, streams: int) -> None:
+    def __init__(self, dim: int, depth: int, streams: int, fracs: int = 1,
+                 stream_embed: bool = False) -> None:
         super().__init__()
         init_hc, self.expand, self.reduce = get_init_and_expand_reduce_stream_functions(
-            streams, dim=dim, disable=streams == 1)
+            streams, num_fracs=fracs, dim=dim, add_stream_embed=stream_embed,
+            disable=streams == 1 and fracs == 1)
         self.blocks = nn.ModuleList(HCBlock(dim, init_hc) for _ in range(depth))
         self.out = nn.Linear(dim, dim)
 
@@ -139,6 +142,8 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--streams", type=int, default=1)
     p.add_argument("--registers", type=int, default=0)
+    p.add_argument("--fracs", type=int, default=1)
+    p.add_argument("--stream-embed", action="store_true")
     p.add_argument("--cond", action="store_true")
     p.add_argument("--mask", action="store_true")
     p.add_argument("--optim", default="adam", choices=["adam", "adamw", "sgd"])
@@ -165,7 +170,7 @@ def main() -> None:
     elif args.model == "adaptive":
         model = AdaptiveAttention(dim=dims[1], dim_head=8, heads=2, num_adaptive_weights=3)
     else:
-        model = HCTransformer(dims[1], args.depth, args.streams)
+        model = HCTransformer(dims[1], args.depth, args.streams, args.fracs, args.stream_embed)
     model = Denoiser(model, args.model, TimeEmbed(dim_cond) if dim_cond else None,
                      args.bug == "detach-time")
     if args.optim == "sgd":
