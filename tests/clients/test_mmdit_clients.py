@@ -30,6 +30,8 @@ parameter with no elements], memledger/doctor/graph.py). `--bug detach-time` is 
 error, at the detach.
 """
 
+from pathlib import Path
+
 import pytest
 
 from tests.clients.harness import (assert_pinned, doctor_with_ledger, fake_client_gaps,
@@ -84,22 +86,24 @@ def test_three_modalities_with_manifold_constrained_streams_fake_equals_real():
 
 
 def test_the_doctor_on_a_stabilised_dead_stream_warns_and_finds_the_detached_time():
-    """The last block's text stream of the generalized MMDiT never reaches the loss (the
+    """(One block each.) The last block's text stream of the generalized MMDiT never reaches the loss (the
     model returns per-modality tokens, the flow loss reads the image's): its parameters
     are unused (warnings), which the mHC Sinkhorn's `log_alpha - log_alpha.amax(...)
     .detach()` made a `cut_graph` error on main. The empty `register_tokens` of the
     2-modality MMDiT is no finding. `--bug detach-time` is one error, at its line."""
-    report, led = doctor_with_ledger("train_mmdit.py", ["--model", "general", "--streams",
-                                                        "2"], 2)
+    report, _ = doctor_with_ledger("train_mmdit.py", ["--model", "general", "--streams", "2",
+                                                      "--depth", "1"], 2)
     assert [(f.check, f.severity) for f in report.findings] == [
         ("unused_parameter", "warning")]
     assert report.findings[0].message.startswith(
-        "19 trainable parameters (`net.blocks.1.attn_residual_fns.0.static_beta`")
+        "19 trainable parameters (`net.blocks.0.attn_residual_fns.0.static_beta`")
     assert report.findings[0].evidence["bytes_without_grad"] == 10_168
     report, _ = doctor_with_ledger("train_mmdit.py", ["--model", "mmdit", "--cond", "--bug",
-                                                      "detach-time"], 2)
+                                                      "detach-time", "--depth", "1"], 2)
     found = [(f.check, f.severity) for f in report.findings]
     assert found == [("cut_graph", "error"), ("unused_parameter", "warning"),
                      ("unused_parameter", "warning")]
     assert "`time_embed.mlp.0.weight`" in report.findings[0].message
+    lines = (Path(__file__).parent / "train_mmdit.py").read_text().splitlines()
+    assert lines[report.findings[0].where.line - 1].strip().startswith("cond = cond.detach()")
     assert not any("register_tokens" in f.message for f in report.findings)
