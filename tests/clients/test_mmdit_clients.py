@@ -86,11 +86,11 @@ def test_three_modalities_with_manifold_constrained_streams_fake_equals_real():
 
 
 def test_the_doctor_on_a_stabilised_dead_stream_warns_and_finds_the_detached_time():
-    """(One block each.) The last block's text stream of the generalized MMDiT never reaches the loss (the
-    model returns per-modality tokens, the flow loss reads the image's): its parameters
-    are unused (warnings), which the mHC Sinkhorn's `log_alpha - log_alpha.amax(...)
-    .detach()` made a `cut_graph` error on main. The empty `register_tokens` of the
-    2-modality MMDiT is no finding. `--bug detach-time` is one error, at its line."""
+    """One block each. The last block's text stream of the generalized MMDiT never reaches
+    the loss (the model returns per-modality tokens, the flow loss reads the image's): its
+    parameters are unused (a warning), which the mHC Sinkhorn's `log_alpha - log_alpha.
+    amax(...).detach()` made a `cut_graph` error on main. The empty `register_tokens` of
+    the 2-modality MMDiT is no finding. `--bug detach-time` is one error, at its line."""
     report, _ = doctor_with_ledger("train_mmdit.py", ["--model", "general", "--streams", "2",
                                                       "--depth", "1"], 2)
     assert [(f.check, f.severity) for f in report.findings] == [

@@ -136,7 +136,8 @@ class Denoiser(nn.Module):
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--model", default="mmdit", choices=["mmdit", "general", "joint", "adaptive", "hc"])
+    p.add_argument("--model", default="mmdit",
+                   choices=["mmdit", "general", "joint", "adaptive", "hc"])
     p.add_argument("--modalities", type=int, default=2, choices=[2, 3])
     p.add_argument("--depth", type=int, default=2)
     p.add_argument("--batch", type=int, default=2)
