@@ -62,13 +62,25 @@ def cut_graph(run: Run) -> list[Finding]:
         late = set(st["late"]) if st["step"] in first else set()
         taken = set(st.get("taken", ()))
         for i in st["trainable"]:
-            if i in got or i in late or i in taken:
-                continue
+            if i in got or i in late or i in taken or run.params.get(i, {}).get("empty"):
+                continue   # Note [A parameter with no elements]
             # reached by backward with None: not cut (a Function's forward runs its ops
             # under no_grad, which looks like a cut)
             c = None if i in st.get("none_grad", ()) else cut_of.get((st["step"], i))
             if c is not None and c["op"] == "no_grad" and i in ever:
-                c = None   # Note [A no_grad read of a parameter that trains in another step]
+                c = None   # Note [A parameter with no elements]
+# A feature switched off by its size keeps its parameter, empty: mmdit's `MMDiT` makes
+# `register_tokens = nn.Parameter(torch.zeros(num_register_tokens, dim_image))` whatever
+# the count and reads it only when the count is above 0. With none, the doctor warned
+# "2 trainable parameters (`net.register_tokens`, ...) got no gradient ...: their
+# modules ran but the output never reached the loss" (tests/clients/train_mmdit.py
+# --model mmdit): a parameter of 0 elements holds nothing to learn and nothing to waste
+# (0 bytes), whatever its gradient. The probe marks such a parameter `empty` (a lazy
+# module's parameter before its first forward is not: its bytes come later), and neither
+# cut_graph nor unused_parameter names it. tests/doctor/dead_stabilized.py --empty.
+
+
+# Note [A no_grad read of a parameter that trains in another step]
             if c is not None and c.get("carried") and i in ever:
                 c = None   # Note [A state carried in from an earlier step]
             if c is None and (i in ever or i in st.get("routed", ())):

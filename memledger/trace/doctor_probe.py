@@ -486,6 +486,9 @@ class DoctorProbe(TorchFunctionMode):
         self._cuts: dict[int, int] = {}                # id(param) -> cut record index
         # Note [A cut the graph goes around]: id(tensor cut) -> (weakref, cut record)
         self._cut_srcs: dict[int, tuple[weakref.ref, dict]] = {}
+        # ... and the graph nodes the cut tensor was made from by ops of one input (their
+        # sequence numbers -> the cut records): Note [A cut of a stabiliser]
+        self._cut_nodes: dict[int, list[dict]] = {}
         # the sequence number of the first graph node made in this window (Note [A state
         # carried in from an earlier step], doctor/graph.py)
         self._window_seq = 0
@@ -653,6 +656,8 @@ class DoctorProbe(TorchFunctionMode):
         self._param_recs[pid] = {"k": "param", "i": self._index[pid], "name": name,
                                  "trainable": bool(p.requires_grad),
                                  "bytes": 0 if lazy else p.nbytes, "root": root}
+        if not lazy and p.numel() == 0:   # Note [A parameter with no elements]
+            self._param_recs[pid]["empty"] = True
         self.records.append(self._param_recs[pid])
         self._hook(pid, p)
 
@@ -1138,7 +1143,7 @@ class DoctorProbe(TorchFunctionMode):
                 # state_dict is no cut]; no tensor locals here: Note [No tensor locals
                 # where ops are called]
                 self._cut_each("no_grad", args, kwargs, _in_place(func))
-        if self._cut_srcs and _grad_enabled():
+        if (self._cut_srcs or self._cut_nodes) and _grad_enabled():
             out = func(*args, **kwargs)
             self._around_cut((*args, *kwargs.values()) if kwargs else args, out)
             return out
@@ -1635,6 +1640,8 @@ class DoctorProbe(TorchFunctionMode):
         self.records.append(rec)
         with contextlib.suppress(TypeError):   # Note [A cut the graph goes around]
             self._cut_srcs[id(t)] = (weakref.ref(t), rec)
+        if fn is not None:
+            self._cut_made_from(fn, rec)   # Note [A cut of a stabiliser]
 
     # Note [A part the model runs frozen]
     # A model may run one of its parts frozen inside its own training forward: put in eval
@@ -1712,6 +1719,37 @@ class DoctorProbe(TorchFunctionMode):
     # grad inside a hook on the loss: BERT's pooler, which mean pooling never reads, was
     # "cut by an op under `torch.no_grad()`" (an error) where `MultipleNegativesRanking
     # Loss`, the same model without the cache, gets "the output never reached the loss".
+    # Note [A cut of a stabiliser]
+    # The tensor cut may be a statistic of another that flows on with its graph: the
+    # log-sum-exp idiom `x - x.amax(dim, keepdim=True).detach()` (hyper-connections' mHC
+    # Sinkhorn normalisation, a hand-written softmax) cuts the maximum and keeps `x`. When
+    # such a branch never reached the loss (the last MMDiT block's text stream, whose
+    # output the model drops: tests/clients/train_mmdit.py --model general --streams 2),
+    # its parameters got no gradient and the doctor said "the path from the loss was cut
+    # by `.detach()`" (an error, which stops `compare`) where the same branch without the
+    # stabiliser reads "the output never reached the loss" (a warning). So the nodes the
+    # cut tensor was made from through ops of a single differentiable input (`amax`, then
+    # `+ eps`: each node's graph holds exactly the parameters the cut's does) are kept by
+    # their sequence numbers, a parameter such a chain ends at by its id, and an op under
+    # grad that reads a tensor one of those nodes made (or that parameter) goes around the
+    # cut as reading the cut tensor itself does. A node of two inputs ends the chain: the
+    # parameters of the other input are not held by the first (`h = lin(x); h.detach()`
+    # reads both the weight's and the bias's, and stays a cut). At most 8 nodes a cut.
+    # tests/doctor/dead_stabilized.py.
+    def _cut_made_from(self, fn, rec: dict) -> None:
+        node = fn
+        for _ in range(8):
+            nxt = [f for f, _ in node.next_functions if f is not None]
+            if len(nxt) != 1:
+                return
+            node = nxt[0]
+            var = getattr(node, "variable", None)   # AccumulateGrad: a leaf, the chain ends
+            if var is not None:
+                with contextlib.suppress(TypeError):
+                    self._cut_srcs.setdefault(id(var), (weakref.ref(var), rec))
+                return
+            self._cut_nodes.setdefault(node._sequence_nr(), []).append(rec)
+
     def _module_around_cut(self, module: nn.Module) -> None:
         for p in module.parameters(recurse=False):
             entry = self._cut_srcs.get(id(p))
@@ -1730,6 +1768,10 @@ class DoctorProbe(TorchFunctionMode):
                 if entry is not None and entry[0]() is t:
                     entry[1]["around"] = True
                     del self._cut_srcs[id(t)]
+                if self._cut_nodes and isinstance(t, _Tensor) and t.requires_grad:
+                    fn = readable_grad_fn(t)   # Note [A cut of a stabiliser]
+                    for rec in self._cut_nodes.pop(fn._sequence_nr(), ()) if fn else ():
+                        rec["around"] = True
 
     def _numpy_round_trip(self) -> None:
         """`x.detach().numpy()`: the cut just recorded on this line is a numpy round trip."""
@@ -2055,7 +2097,7 @@ class DoctorProbe(TorchFunctionMode):
             self._cuts, self._visited, self._ran, self._mode_seen = {}, set(), set(), set()
             self._ran_eval, self._ran_train = set(), set()
             self._in_place, self._replaced = set(), set()
-            self._cut_srcs = {}
+            self._cut_srcs, self._cut_nodes = {}, {}
             self._window_seq = _next_sequence_nr()
             self._mode_pending = {}
             ended = self._step_rule.post(opt) and self._counter is None
