@@ -171,9 +171,12 @@ Rules (numbered so that code can point here):
    ledger read 25,224 B over the real one. Such a draw stays (its values are a plausible
    run's), but is a stand-in, said once per line ("a draw of its own, not the real run's";
    Note [Draws a fake run makes for real] in trace/fake_random.py). A draw from a CPU
-   generator of the script's own whose values are not kept (a float draw) is made for real
-   all the same, up to 2^20 elements, so that generator stays with the real run's (its
-   Rule 4).
+   generator whose values are not kept (a float draw), the script's own or the default
+   one of a CPU target, is made for real all the same on scratch inputs, up to 2^20
+   elements a draw and 2^26 in all per generator, so that generator stays with the real
+   run's (its Rules 4 and 5: tests/doctor/sparse_embedding.py's ids, 7,680 B under the
+   real ledger before); a draw counted by its inputs' values (`poisson`) leaves it behind,
+   an attention kernel with `dropout_p=0` draws nothing (its Rule 6).
 22. `.numpy()`: known values are handed back, a single element gets Rule 3's stand-in (a
    loss logged as `loss.detach().numpy().item()`: TabNet's `fit`); anything else stops
    the run as before (trace/fake_literals.py).
