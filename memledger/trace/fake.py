@@ -281,6 +281,7 @@ from memledger.trace.fake_random import RandomDraws, seeded as _seeded
 from memledger.trace.fake_sparse import SPARSE_LAYOUTS, twin_of
 from memledger.trace.fake_sparse import as_real as sparse_as_real
 from memledger.trace.fake_sparse import part_device as sparse_part_device
+from memledger.trace.fake_sparse import stand_in_of as sparse_stand_in
 from memledger.trace.fake_swap import ConstantsLetGo
 from memledger.trace.fake_views import RebuiltViews
 from memledger.trace.sharding import is_collective
@@ -1274,6 +1275,9 @@ class FakeCollector(Collector):
         if _seeded(func):                           # Rule 21
             self._draws.drew(self, func, args, kwargs or {}, out)
         if isinstance(out, FakeTensor) and out.layout in SPARSE_LAYOUTS and \
+                (said := sparse_stand_in(out)) is not None:
+            self._note_standin(str(func), said)   # Note [A sparse tensor made from a dense one]
+        elif isinstance(out, FakeTensor) and out.layout in SPARSE_LAYOUTS and \
                 _lost_entries(args, out):
             self._note_standin(str(func), SPARSE_GRAD_NOTE if kept_as_made(func, args)
                                else SPARSE_PARTS_NOTE if out.layout is not torch.sparse_coo
