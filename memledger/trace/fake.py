@@ -119,6 +119,10 @@ Rules (numbered so that code can point here):
    inputs' twins, and takes the twin's entries and part storages (Note [Fake sparse
    tensors], trace/fake_sparse.py). An op whose inputs have no twin (or that fails for
    real) still loses them; it gets a stand-in record naming the line, not a silent 0 B.
+   A sparse tensor made from a dense one whose values the run does not know
+   (`dense.to_sparse()`, `.to_sparse_csr()`) counts every element an entry, the upper
+   bound, said at its line as `nonzero`'s is (Note [A sparse tensor made from a dense
+   one], trace/fake_sparse.py).
 14. A reduced `mse_loss` (and `smooth_l1_loss`, `binary_cross_entropy`,
    `soft_margin_loss`) on the host keeps its unreduced input-sized buffer under the 0-dim
    loss; its row has those bytes (trace/fake_losses.py).
