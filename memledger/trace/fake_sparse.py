@@ -13,7 +13,8 @@ integer fact, as Rule 3's index integers are: each sparse COO result keeps a rea
 indices real where the fake run knows them, its values zeros), made by running the op for
 real on its inputs' twins (dense inputs: their shadows, or one real zero expanded to
 their shape, which holds no memory: SparseAdam's `sparse_mask` of its state by the
-gradient); where the fake result has not the twin's entries, it is rebuilt with parts
+gradient; a conversion from a dense one of unknown values, ones: Note [A sparse tensor
+made from a dense one]); where the fake result has not the twin's entries, it is rebuilt with parts
 whose shapes, strides and storage sizes are the twin's parts' (a coalesce's parts keep
 storages of its input's entry count, the shapes its kept count), the parts' meta storages
 filed under the sparse tensor's fake device (`PART_DEVICES`: the collector reads a fake
