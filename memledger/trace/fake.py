@@ -119,6 +119,10 @@ Rules (numbered so that code can point here):
    inputs' twins, and takes the twin's entries and part storages (Note [Fake sparse
    tensors], trace/fake_sparse.py). An op whose inputs have no twin (or that fails for
    real) still loses them; it gets a stand-in record naming the line, not a silent 0 B.
+   A sparse tensor made from a dense one whose values the run does not know
+   (`dense.to_sparse()`, `.to_sparse_csr()`) counts every element an entry, the upper
+   bound, said at its line as `nonzero`'s is (Note [A sparse tensor made from a dense
+   one], trace/fake_sparse.py).
 14. A reduced `mse_loss` (and `smooth_l1_loss`, `binary_cross_entropy`,
    `soft_margin_loss`) on the host keeps its unreduced input-sized buffer under the 0-dim
    loss; its row has those bytes (trace/fake_losses.py).
@@ -171,9 +175,12 @@ Rules (numbered so that code can point here):
    ledger read 25,224 B over the real one. Such a draw stays (its values are a plausible
    run's), but is a stand-in, said once per line ("a draw of its own, not the real run's";
    Note [Draws a fake run makes for real] in trace/fake_random.py). A draw from a CPU
-   generator of the script's own whose values are not kept (a float draw) is made for real
-   all the same, up to 2^20 elements, so that generator stays with the real run's (its
-   Rule 4).
+   generator whose values are not kept (a float draw), the script's own or the default
+   one of a CPU target, is made for real all the same on scratch inputs, up to 2^20
+   elements a draw and 2^26 in all per generator, so that generator stays with the real
+   run's (its Rules 4 and 5: tests/doctor/sparse_embedding.py's ids, 7,680 B under the
+   real ledger before); a draw counted by its inputs' values (`poisson`) leaves it behind,
+   an attention kernel with `dropout_p=0` draws nothing (its Rule 6).
 22. `.numpy()`: known values are handed back, a single element gets Rule 3's stand-in (a
    loss logged as `loss.detach().numpy().item()`: TabNet's `fit`); anything else stops
    the run as before (trace/fake_literals.py).
@@ -292,6 +299,7 @@ from memledger.trace.fake_random import RandomDraws, seeded as _seeded
 from memledger.trace.fake_sparse import SPARSE_LAYOUTS, twin_of
 from memledger.trace.fake_sparse import as_real as sparse_as_real
 from memledger.trace.fake_sparse import part_device as sparse_part_device
+from memledger.trace.fake_sparse import stand_in_of as sparse_stand_in
 from memledger.trace.fake_swap import ConstantsLetGo
 from memledger.trace.fake_views import RebuiltViews
 from memledger.trace.sharding import is_collective
@@ -1290,6 +1298,9 @@ class FakeCollector(Collector):
         if _seeded(func):                           # Rule 21
             self._draws.drew(self, func, args, kwargs or {}, out)
         if isinstance(out, FakeTensor) and out.layout in SPARSE_LAYOUTS and \
+                (said := sparse_stand_in(out)) is not None:
+            self._note_standin(str(func), said)   # Note [A sparse tensor made from a dense one]
+        elif isinstance(out, FakeTensor) and out.layout in SPARSE_LAYOUTS and \
                 _lost_entries(args, out):
             self._note_standin(str(func), SPARSE_GRAD_NOTE if kept_as_made(func, args)
                                else SPARSE_PARTS_NOTE if out.layout is not torch.sparse_coo

@@ -34,6 +34,27 @@ Rules:
    2 on the fake run's own draw, another count of duplicate edges, and its ledger 160 B
    under the real one in `temporary` (tests/clients/train_sparse_saves.py --case
    adjacency, with two stand-ins said); the real run's edges now.
+5. The device's default generator is followed as Rule 4 follows a script's own: a draw
+   from the CPU default generator of a CPU target whose values the fake run does not keep
+   (a parameter's `normal_` / `uniform_` init, a dropout mask, `torch.randn`) is made for
+   real on scratch inputs, its values dropped. Before, the first such draw left the
+   default generator behind for the whole run: tests/doctor/sparse_embedding.py (an
+   `nn.Embedding(10_000, 64, sparse=True)` and a Linear, then the batch's ids by
+   `torch.randint` on the default generator) drew other ids than the real run, other
+   duplicates, so SparseAdam's coalesced gradient kept another count of rows: its fake
+   ledger 7,680 B under the real one in `temporary`, with a stand-in said. A CUDA target
+   (Rule 5's remap, or fake CUDA tensors) draws from the CUDA generator in the real run:
+   left behind, as before (Rule 2). The cost is bounded: one draw's results and inputs at
+   most `ADVANCE_NUMEL` elements, and at most `ADVANCE_TOTAL` elements in all per
+   generator (a model's init larger than that, the first draw over it: behind from there
+   on, as before, its draws said as stand-ins).
+6. A draw whose count depends on its inputs' values (`poisson`, `_standard_gamma`:
+   rejection sampling; `rrelu_with_noise`: one draw per negative element) cannot be made
+   on scratch inputs: its generator is behind (Rule 1). An op with a `dropout_p` argument
+   of 0 (the CPU attention kernels, tagged as drawing) draws nothing: no draw made, its
+   generator not behind (before, every attention call left the default generator behind).
+   Scratch inputs are ones for floating-point tensors (`multinomial` refuses all-zero
+   weights; what is drawn does not depend on them), zeros for the others.
 """
 
 from __future__ import annotations
@@ -41,11 +62,18 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_flatten
 
 DRAW = "a draw of its own, not the real run's"
 # Rule 4: the most elements a draw from the script's own generator is made for real with,
 # only to move the generator (8 MiB of float64 at most, dropped at once)
 ADVANCE_NUMEL = 1 << 20
+# Rule 5: the most elements made for real so, in all, per generator (~0.7 s of `uniform_`
+# on one core of this box at 10 ms per 2^20)
+ADVANCE_TOTAL = 1 << 26
+# Rule 6: draws whose count depends on their inputs' values
+_VALUE_COUNTED = frozenset({"poisson", "_standard_gamma", "rrelu_with_noise",
+                            "rrelu_with_noise_", "rrelu_with_noise_functional"})
 
 _SEEDED: dict[Any, bool] = {}
 
@@ -73,6 +101,7 @@ class RandomDraws:
     def __init__(self, values_of) -> None:
         self._values_of = values_of   # a fake tensor's known values, or None (Rule 3)
         self._behind: set[Any] = set()
+        self._advanced: dict[Any, int] = {}   # Rule 5: elements made for real, by generator
 
     def _made_for_real(self, out) -> bool:
         outs = out if isinstance(out, (list, tuple)) else (out,)
@@ -84,9 +113,13 @@ class RandomDraws:
         first = out[0] if isinstance(out, (list, tuple)) and out else out
         device = getattr(getattr(first, "device", None), "type", "cpu")
         key = id(gen) if gen is not None else ("default", device)
+        if _draws_nothing(func, args, kwargs):   # Rule 6: `dropout_p=0`
+            return
         if not self._made_for_real(out):
-            if not (gen is not None and gen.device.type == "cpu" and key not in self._behind
-                    and _advanced(func, args, kwargs, out)):   # Rule 4
+            on_host = gen.device.type == "cpu" if gen is not None else \
+                device == "cpu" and not collector.target.remap   # Rule 5
+            if not (on_host and key not in self._behind and self._advance(key, func, args,
+                                                                          kwargs, out)):
                 self._behind.add(key)          # Rule 1
             return
         # Rule 2: a generator object says its device; a default one's is the target's
@@ -95,15 +128,42 @@ class RandomDraws:
         if key in self._behind or other_device:
             collector._note_standin(str(func), DRAW)
 
+    def _advance(self, key, func, args: tuple, kwargs: dict, out) -> bool:
+        """Rules 4-6: move the generator as the real run's draw does, within the budget."""
+        if func._overloadpacket.__name__ in _VALUE_COUNTED:   # Rule 6
+            return False
+        n = _numel(out) + sum(a.numel() for a in tree_flatten((args, kwargs))[0]
+                              if isinstance(a, torch.Tensor))
+        done = self._advanced.get(key, 0) + n
+        if done > ADVANCE_TOTAL or not _advanced(func, args, kwargs, out):   # Rule 5
+            return False
+        self._advanced[key] = done
+        return True
+
+
+def _numel(out) -> int:
+    outs = out if isinstance(out, (list, tuple)) else (out,)
+    return sum(o.numel() for o in outs if isinstance(o, torch.Tensor))
+
+
+def _draws_nothing(func, args: tuple, kwargs: dict) -> bool:
+    """Rule 6: an op whose `dropout_p` argument is 0 (attention kernels) draws nothing."""
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.name == "dropout_p":
+            p = kwargs.get("dropout_p", args[i] if i < len(args) and not arg.kwarg_only
+                           else arg.default_value)
+            return isinstance(p, (int, float)) and p == 0
+    return False
+
 
 def _advanced(func, args: tuple, kwargs: dict, out) -> bool:
-    """Rule 4: run a draw from a CPU generator of the script's own for real, on zeros of
-    its tensor inputs' shapes and strides, its values dropped; whether it ran."""
+    """Rules 4 and 5: run a draw from a CPU generator (the script's own, or the default one)
+    for real, on scratch tensors of its inputs' shapes and strides (Rule 6's values), its
+    values dropped; whether it ran."""
     from torch.utils._python_dispatch import _disable_current_modes
-    from torch.utils._pytree import tree_flatten, tree_unflatten
+    from torch.utils._pytree import tree_unflatten
 
-    outs = out if isinstance(out, (list, tuple)) else (out,)
-    if sum(o.numel() for o in outs if isinstance(o, torch.Tensor)) > ADVANCE_NUMEL:
+    if _numel(out) > ADVANCE_NUMEL:
         return False
     flat, spec = tree_flatten((args, kwargs))
     if any(isinstance(a, torch.Tensor) and (a.layout is not torch.strided or
@@ -111,7 +171,8 @@ def _advanced(func, args: tuple, kwargs: dict, out) -> bool:
         return False
     try:
         with _disable_current_modes():
-            real = [torch.empty_strided(a.shape, a.stride(), dtype=a.dtype).zero_()
+            real = [torch.empty_strided(a.shape, a.stride(), dtype=a.dtype).fill_(
+                        1 if a.is_floating_point() or a.is_complex() else 0)   # Rule 6
                     if isinstance(a, torch.Tensor)
                     else torch.device("cpu") if isinstance(a, torch.device) else a
                     for a in flat]

@@ -13,7 +13,8 @@ integer fact, as Rule 3's index integers are: each sparse COO result keeps a rea
 indices real where the fake run knows them, its values zeros), made by running the op for
 real on its inputs' twins (dense inputs: their shadows, or one real zero expanded to
 their shape, which holds no memory: SparseAdam's `sparse_mask` of its state by the
-gradient); where the fake result has not the twin's entries, it is rebuilt with parts
+gradient; a conversion from a dense one of unknown values, ones: Note [A sparse tensor
+made from a dense one]); where the fake result has not the twin's entries, it is rebuilt with parts
 whose shapes, strides and storage sizes are the twin's parts' (a coalesce's parts keep
 storages of its input's entry count, the shapes its kept count), the parts' meta storages
 filed under the sparse tensor's fake device (`PART_DEVICES`: the collector reads a fake
@@ -47,15 +48,17 @@ SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sp
 
 class _Twin:
     """A sparse fake tensor's real twin, kept in its `__dict__`; a deep copy shares it
-    (nothing writes a twin)."""
+    (nothing writes a twin). `said`: the stand-in its entry count is, if any (Note [A
+    sparse tensor made from a dense one])."""
 
-    __slots__ = ("t",)
+    __slots__ = ("t", "said")
 
-    def __init__(self, t: torch.Tensor) -> None:
+    def __init__(self, t: torch.Tensor, said: str | None = None) -> None:
         self.t = t
+        self.said = said
 
     def __deepcopy__(self, memo) -> "_Twin":
-        return _Twin(self.t)
+        return _Twin(self.t, self.said)
 
 
 def twin_of(t: torch.Tensor) -> torch.Tensor | None:
@@ -63,6 +66,35 @@ def twin_of(t: torch.Tensor) -> torch.Tensor | None:
         return t if t.layout in SPARSE_LAYOUTS else None
     tw = getattr(t, "_memledger_sparse", None)
     return tw.t if tw is not None else None
+
+
+# Note [A sparse tensor made from a dense one]
+# `dense.to_sparse()` (COO), `.to_sparse_csr()` and the other compressed layouts keep one
+# entry per nonzero element (per nonzero row or block where dense dimensions or blocks are
+# kept): a count read off the dense input's values. Where the fake run knows them (Rule
+# 3's shadow: a mask of drawn token ids) the twin is made from them and the count is the
+# real run's. Where it does not (an activation, `torch.rand(...) < p`), the dense stand-in
+# used to be zeros: a twin with no entries, so the result's parts read 0 B, and nothing
+# was said (a (64, 64) mask of 408 nonzeros: its CSR's column indices and values, 4,896 B,
+# missing from the fake ledger). Now such a conversion's twin is made from ones, every
+# element an entry: the count's upper bound, as `nonzero` of unknown values gets (Rule 3),
+# and the result is a stand-in said at its line ("upper bound: every element"). A dense
+# input over BOUND_NUMEL elements keeps the zeros (a twin of every element would hold
+# 12 B an element of host memory), and the line says its entries read 0 instead.
+_FROM_DENSE = frozenset(getattr(torch.ops.aten, n) for n in (
+    "_to_sparse", "_to_sparse_csr", "_to_sparse_csc", "_to_sparse_bsr", "_to_sparse_bsc")
+    if hasattr(torch.ops.aten, n))
+BOUND_NUMEL = 1 << 20
+BOUND = "upper bound: every element"
+UNKNOWN = ("nnz 0: its entries are the dense input's nonzeros, which the fake run does not "
+           "know (its bytes read 0)")
+
+
+def stand_in_of(t: torch.Tensor) -> str | None:
+    """Note [A sparse tensor made from a dense one]: the stand-in a fake sparse tensor's
+    entry count is, if any."""
+    tw = getattr(t, "_memledger_sparse", None)
+    return tw.said if tw is not None else None
 
 
 def _dense_stand_in(a: FakeTensor, shadow) -> torch.Tensor:
@@ -77,17 +109,28 @@ def _dense_stand_in(a: FakeTensor, shadow) -> torch.Tensor:
 
 
 def _real_result(func, args, kwargs, shadow):
-    """The op run for real on its inputs' twins, or None if a sparse input has none."""
+    """The op run for real on its inputs' twins, or None if a sparse input has none; and
+    the stand-in its entry count is, if any (Note [A sparse tensor made from a dense
+    one])."""
     flat, spec = tree_flatten((args, kwargs))
     real = []
+    said = None
+    if getattr(func, "_overloadpacket", None) in _FROM_DENSE and flat and \
+            isinstance(flat[0], FakeTensor) and flat[0].layout is torch.strided:
+        known = shadow(flat[0])
+        if known is None or isinstance(known, FakeTensor):
+            said = BOUND if flat[0].numel() <= BOUND_NUMEL else UNKNOWN
+            if said is BOUND:
+                with _disable_current_modes():
+                    flat[0] = torch.ones((), dtype=flat[0].dtype).expand(flat[0].shape)
     for a in flat:
         if isinstance(a, torch.Tensor) and a.layout in SPARSE_LAYOUTS:
             a = twin_of(a)
             if a is None:
-                return None
+                return None, None
         elif isinstance(a, FakeTensor):
             if a.layout is not torch.strided:
-                return None
+                return None, None
             a = _dense_stand_in(a, shadow)
         elif isinstance(a, torch.device) and a.type != "cpu":
             a = torch.device("cpu")
@@ -97,9 +140,9 @@ def _real_result(func, args, kwargs, shadow):
         r_kwargs["device"] = torch.device("cpu")
     try:
         with _disable_current_modes(), torch.sparse.check_sparse_tensor_invariants(False):
-            return func(*r_args, **r_kwargs)
+            return func(*r_args, **r_kwargs), said
     except Exception:   # no CPU kernel, or values a stand-in cannot take: as FakeTensorMode
-        return None
+        return None, None
 
 
 # Note [Fake sparse tensors]: the meta storages of the parts rebuilt here, by storage key,
@@ -140,7 +183,7 @@ def as_real(func, args, kwargs, out: FakeTensor, shadow) -> FakeTensor:
     if out.layout is not torch.sparse_coo:
         return _compressed_as_real(func, args, kwargs or {}, out, shadow) \
             if out.layout in SPARSE_LAYOUTS else out
-    r = _real_result(func, args, kwargs or {}, shadow)
+    r, said = _real_result(func, args, kwargs or {}, shadow)
     if not isinstance(r, torch.Tensor) or r.layout is not torch.sparse_coo \
             or r.shape != out.shape:
         return out
@@ -159,7 +202,7 @@ def as_real(func, args, kwargs, out: FakeTensor, shadow) -> FakeTensor:
             for part in (meta._indices(), meta._values()):
                 _file_part(part.untyped_storage(), out.fake_device)
             out = FakeTensor(out.fake_mode, meta, out.fake_device)
-    out._memledger_sparse = _Twin(r)
+    out._memledger_sparse = _Twin(r, said)
     return out
 
 
@@ -223,7 +266,7 @@ def _empty_part(twin_part: torch.Tensor, sources: dict[int, torch.Tensor],
 def _compressed_as_real(func, args, kwargs, out: FakeTensor, shadow) -> FakeTensor:
     """Note [Fake compressed layouts]: `out` with parts over the storages the real run's
     have, no entries, its twin kept; its new parts filed under its fake device."""
-    r = _real_result(func, args, kwargs, shadow)
+    r, said = _real_result(func, args, kwargs, shadow)
     with _disable_current_modes():
         if isinstance(r, torch.Tensor) and r.layout is out.layout and r.shape == out.shape \
                 and out._nnz() == 0 and \
@@ -237,7 +280,7 @@ def _compressed_as_real(func, args, kwargs, out: FakeTensor, shadow) -> FakeTens
                     meta = _NEW_COMPRESSED(*parts, list(r.shape), dtype=out.dtype,
                                            layout=out.layout, device=torch.device("meta"))
                 out = FakeTensor(out.fake_mode, meta, out.fake_device)
-            out._memledger_sparse = _Twin(r)
+            out._memledger_sparse = _Twin(r, said)
         for part in _parts_plain(out):
             st = part.untyped_storage()
             if st.device.type == "meta" and part_device(st) is None:

@@ -487,15 +487,18 @@ def test_fake_float_literal_is_known():
 
 def test_fake_draw_from_a_generator_left_behind_is_a_standin():
     """Rule 21 (Note [Draws a fake run makes for real], trace/fake_random.py): a Linear's
-    init draws nothing in a fake run, so the global generator's next `randperm` is another
-    permutation than the real run's ([1, 0, 2, 3, 4] here against [2, 4, 0, 1, 3]): kornia's
-    RandAugment picked other operations, its fake ledger 25,224 B over the real one with no
-    stand-in said. Now said; a generator of the script's own, every draw made, is not."""
+    init too large to be made for real (1,049,600 weights, over Rule 5's 2^20 a draw) draws
+    nothing in a fake run, so the global generator's next `randperm` is another
+    permutation than the real run's: kornia's RandAugment picked other operations, its
+    fake ledger 25,224 B over the real one with no stand-in said. Now said; a generator of
+    the script's own, every draw made, is not. (A small init, `Linear(4, 4)` as this test
+    had, is made for real since the fifty-sixth session: tests/integration/
+    test_fake_draws.py.)"""
     import torch
 
     torch.manual_seed(0)
     with memledger.trace(fake=True) as led:
-        torch.nn.Linear(4, 4)
+        torch.nn.Linear(1024, 1025)
         torch.randperm(5).tolist()
         gen = torch.Generator().manual_seed(1)
         torch.randint(0, 50, (4, 8), generator=gen).tolist()
