@@ -160,6 +160,7 @@ from memledger.trace.roots import (
     ByModule,
     RootNames,
     _frame_locals,
+    all_parameters,
     building_a_module,
     containers,
     module_aliases,
@@ -3614,8 +3615,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # parameter's name, and `show` read "gradient · inp.weight" for 34.4 KiB where
     # `inp.weight` is 1.3 KiB; it reads "inp.weight (and 11 more)" now.
     def _mark_gradients(self, params=None) -> None:
-        if params is None:
-            params = [p for m in self._roots.alive() for p in module_parameters(m)]
+        if params is None:   # Note [Every parameter of a model, in one walk] (roots.py)
+            params = [p for m in self._roots.alive() for p in all_parameters(m)]
         shared = collections.Counter(
             storage_key(p.grad) for p in params
             if p.is_leaf and p.grad is not None and type(p.grad) in self.PLAIN_TYPES)
@@ -3655,7 +3656,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         out = {}
         with torch._C.DisableTorchFunction():
             for m in self._roots.alive():
-                for p in module_parameters(m):
+                for p in all_parameters(m):   # Note [Every parameter of a model, in one walk]
                     g = p.grad if p.is_leaf else None
                     if g is not None:
                         try:
@@ -3912,7 +3913,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         """The parameters of the top-level modules alive (Note [An optimizer that applies
         gradients], trace/optimizer_like.py: not the state of an optimizer that holds
         them)."""
-        return [p for m in self._roots.alive() for p in module_parameters(m)]
+        return [p for m in self._roots.alive() for p in all_parameters(m)]
 
     def _mark_optimizer_state(self, opt: torch.optim.Optimizer) -> None:
         """Note [State outside optimizer.state] (trace/optimizer_state.py)."""
