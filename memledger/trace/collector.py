@@ -3574,7 +3574,24 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._cast_from[dst] = src
 
     # ---- roles ----------------------------------------------------------------------------
+    # Note [A role written before, told at once]
+    # The optimizer's hooks name every state tensor and gradient, and a pass's end every
+    # gradient, at each step: about 630 `_role` calls a step on the tiny GPT of
+    # benchmarks/overhead.py (52 parameters: 312 at the optimizer's two hooks, `exp_avg`,
+    # `exp_avg_sq` and `step` each; 156 gradients; 104 parameters), nearly all of a role
+    # the ledger already has. Each went through the checks for lazy, sparse and wrapped tensors and `_sid`
+    # before finding the role written. A plain tensor (the class itself: no lazy parameter,
+    # no wrapper) whose storage has a sid and already carries the role (named, or asked
+    # without a name) returns at once; it is what the full path below decides for it.
     def _role(self, t: torch.Tensor, role: str, name: str = "", shard: str = "") -> None:
+        if t.__class__ in _PLAIN:   # Note [A role written before, told at once]
+            try:
+                sid = self._sids.get(t.untyped_storage()._cdata)
+            except (RuntimeError, NotImplementedError):   # sparse: the full path
+                sid = None
+            if sid is not None and (sid, role) in self._roles_written and not (
+                    name and (sid, role) in self._unnamed_roles):
+                return
         if isinstance(t, _Uninitialized):   # no storage yet: Note [Lazy parameters]
             return
         if t.layout is not torch.strided and (parts := sparse_parts(t)):

@@ -135,3 +135,27 @@ def test_the_gradients_read_at_a_pass_walk_no_named_modules():
     assert seen == []
     assert len(versions) == 4   # two weights, two biases
     assert set(versions) == {id(p) for p in model.parameters()}
+
+
+def test_a_role_written_before_is_told_without_a_storage_lookup(monkeypatch):
+    """Note [A role written before, told at once]: a parameter named once is named again
+    by the optimizer's hooks every step; the second naming reads no sid through `_sid`
+    (main: one `_sid` per call) and writes nothing."""
+    calls = []
+    real_sid = Collector._sid
+
+    def counting_sid(self, t, ev):
+        calls.append(tuple(t.shape))
+        return real_sid(self, t, ev)
+
+    sink = MemorySink()
+    with Collector(sink) as c:
+        w = nn.Parameter(torch.zeros(3, 2))   # 24 B = 6 x 4 (fp32)
+        c._role(w, "parameter", "w")
+        monkeypatch.setattr(Collector, "_sid", counting_sid)
+        c._role(w, "parameter", "w")
+        c._role(w, "parameter")      # asked without a name: the named role stands
+        written = [r for r in sink.records if r["k"] == "role"]
+        c._role(w, "gradient", "w")  # a role not written yet: the full path
+    assert calls == [(3, 2)]
+    assert [(r["role"], r.get("name")) for r in written] == [("parameter", "w")]
