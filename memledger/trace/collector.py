@@ -3579,10 +3579,11 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # gradient, at each step: about 630 `_role` calls a step on the tiny GPT of
     # benchmarks/overhead.py (52 parameters: 312 at the optimizer's two hooks, `exp_avg`,
     # `exp_avg_sq` and `step` each; 156 gradients; 104 parameters), nearly all of a role
-    # the ledger already has. Each went through the checks for lazy, sparse and wrapped tensors and `_sid`
-    # before finding the role written. A plain tensor (the class itself: no lazy parameter,
-    # no wrapper) whose storage has a sid and already carries the role (named, or asked
-    # without a name) returns at once; it is what the full path below decides for it.
+    # the ledger already has. Each went through the checks for lazy, sparse and wrapped
+    # tensors and `_sid` before finding the role written. A plain tensor (the class itself:
+    # no lazy parameter, no wrapper) whose storage has a sid and already carries the role
+    # (named, or asked without a name) returns at once: what the full path below decides
+    # for it, without its lookups.
     def _role(self, t: torch.Tensor, role: str, name: str = "", shard: str = "") -> None:
         if t.__class__ in _PLAIN:   # Note [A role written before, told at once]
             try:
