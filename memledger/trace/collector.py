@@ -1651,8 +1651,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # `addcmul_`, `add_`, `addcdiv_`, ...), 364 a step on the tiny GPT of
     # benchmarks/overhead.py. It looked each tensor argument's storage up again
     # (`untyped_storage()` makes a Python storage object each call), work the hot loop
-    # above has just done: about 2 % of a traced step (performance.md, fifty-fifth
-    # session). The loop now hands over what it found, (tensor, sid) per positional
+    # above has just done: up to ~2 % of a traced step by cProfile, an upper bound
+    # (performance.md, fifty-sixth session). The loop now hands over what it found, (tensor, sid) per positional
     # tensor, and only what it did not settle inline is looked up again here: a tensor of
     # another class (a subclass, a fake tensor), a storage first met at this op (a wrapped
     # scalar) or one that has none (sparse), and the keyword arguments, exactly as before.
