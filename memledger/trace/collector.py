@@ -160,6 +160,7 @@ from memledger.trace.roots import (
     ByModule,
     RootNames,
     _frame_locals,
+    all_parameters,
     building_a_module,
     containers,
     module_aliases,
@@ -1378,6 +1379,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # (a view's are not; an op that writes notes its reads in `_note_mutated`)
         reads = self._reads if (phase == "forward" or phase == "loss") and not op.view \
             and not op.written else None
+        # Note [The reads of a write in place, from the op's own lookups]: the sids this
+        # loop finds, for `_note_into`
+        into = [] if op.grow and phase != "backward" and not (
+            (phase == "forward" or phase == "loss") and op.written) else None
         for a in args:
             if isinstance(a, _Tensor):
                 # `_sid`'s common case inline: a plain tensor's storage seen before
@@ -1387,6 +1392,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                         sid = sids.get(a.untyped_storage()._cdata)
                     except (RuntimeError, NotImplementedError):
                         pass
+                if into is not None:
+                    into.append((a, sid))   # None: looked up again, as before
                 if sid is None:
                     sid = self._sid(a, ev)
                 last[sid] = ev
@@ -1445,6 +1452,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             for t, st, nbytes in grow:
                 if st.nbytes() != nbytes:
                     self._grown(t, st, nbytes, ev)
+                    if into is not None:   # a storage read has a new sid: every one
+                        into = ()          # looked up again
         # Note [Ops that made nothing, placed]; not every op has `is_view` (a fake run's
         # stand-ins, trace/fake.py, have their op's; a higher-order op has none)
         if self._next_sid == made and not op.view:
@@ -1487,8 +1496,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._mark_loss_inputs(args)
         if (phase == "forward" or phase == "loss") and (w := op.written):
             self._note_mutated(func, w, args, kwargs, ev, op.overwritten)
-        elif op.grow and phase != "backward":   # Note [Written in place from the step
-            self._note_into(op.grow, args, kwargs, ev)   # before] (ledger/held_roles.py)
+        elif into is not None:   # Note [Written in place from the step before]
+            self._note_into(op.grow, args, kwargs, ev, into)   # (ledger/held_roles.py)
         if op.comm:   # a c10d collective
             self._mark_communication(func, args, out)
         if func is _COPY and phase == "setup":   # Note [Sharded storages], 5
@@ -1638,24 +1647,63 @@ class Collector(ShardingMixin, TorchDispatchMode):
                     if (sid := self._sids.get(storage_key(t), -1)) >= 0:
                         reads[sid] = ev
 
-    def _note_into(self, slots: tuple[tuple[int, str], ...], args, kwargs, ev: int) -> None:
+    # Note [The reads of a write in place, from the op's own lookups]
+    # `_note_into` runs at every op outside forward and backward that writes one tensor in
+    # place: AdamW's single-tensor update is 7 of them per parameter (`lerp_`, `mul_`,
+    # `addcmul_`, `add_`, `addcdiv_`, ...), 364 a step on the tiny GPT of
+    # benchmarks/overhead.py. It looked each tensor argument's storage up again
+    # (`untyped_storage()` makes a Python storage object each call), work the hot loop
+    # above has just done: up to ~2 % of a traced step by cProfile, an upper bound
+    # (performance.md, fifty-sixth session). The loop now hands over what it found, (tensor, sid) per positional
+    # tensor, and only what it did not settle inline is looked up again here: a tensor of
+    # another class (a subclass, a fake tensor), a storage first met at this op (a wrapped
+    # scalar) or one that has none (sparse), and the keyword arguments, exactly as before.
+    # An inline hit is the storage's mapping, and nothing between the loop and this call
+    # changes an argument's mapping but a storage grown inside the op (Note [Storages grown
+    # inside an op]: a new sid); the op then hands `()`, and every argument is looked up
+    # again. The records are the same, byte for byte (tests/unit/test_note_into.py).
+    def _note_into(self, slots: tuple[tuple[int, str], ...], args, kwargs, ev: int,
+                   found: list | tuple = ()) -> None:
         """Each tensor an op outside forward and backward read beside the one tensor it
         wrote in place (`new.add_(old)`): the storage written, should this read be its last
         (Note [Written in place from the step before], ledger/held_roles.py). Lists (the
-        foreach ops) are left out."""
+        foreach ops) are left out. `found`: the hot loop's (tensor, sid or None) per
+        positional tensor argument, `()` to look every argument up (Note [The reads of a
+        write in place, from the op's own lookups])."""
         i, name = slots[0]
         w = args[i] if i < len(args) else kwargs.get(name)
         if not isinstance(w, _Tensor):
             return
         sids = self._sids
-        into = sids.get(storage_key(w), -1)
+        into = -1
+        if found:
+            for a, sid in found:
+                if a is w:
+                    if sid is not None:
+                        into = sid
+                    break
         if into < 0:
-            return
-        for a in (*args, *kwargs.values()):
+            into = sids.get(storage_key(w), -1)
+            if into < 0:
+                return
+        notes = self._into
+        if found.__class__ is list:
+            for a, sid in found:
+                if a is not w:
+                    if sid is None:
+                        sid = sids.get(storage_key(a), -1)
+                    if sid >= 0 and sid != into:
+                        notes[sid] = (ev, into)
+            if not kwargs:
+                return
+            rest = kwargs.values()
+        else:
+            rest = (*args, *kwargs.values())
+        for a in rest:
             if a is not w and isinstance(a, _Tensor):
                 sid = sids.get(storage_key(a), -1)
                 if sid >= 0 and sid != into:
-                    self._into[sid] = (ev, into)
+                    notes[sid] = (ev, into)
 
     def _last_into(self, rec: dict) -> dict:
         """`rec` (a free or live record) with `into` where its storage's last read wrote
@@ -3528,7 +3576,25 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._cast_from[dst] = src
 
     # ---- roles ----------------------------------------------------------------------------
+    # Note [A role written before, told at once]
+    # The optimizer's hooks name every state tensor and gradient, and a pass's end every
+    # gradient, at each step: about 630 `_role` calls a step on the tiny GPT of
+    # benchmarks/overhead.py (52 parameters: 312 at the optimizer's two hooks, `exp_avg`,
+    # `exp_avg_sq` and `step` each; 156 gradients; 104 parameters), nearly all of a role
+    # the ledger already has. Each went through the checks for lazy, sparse and wrapped
+    # tensors and `_sid` before finding the role written. A plain tensor (the class itself:
+    # no lazy parameter, no wrapper) whose storage has a sid and already carries the role
+    # (named, or asked without a name) returns at once: what the full path below decides
+    # for it, without its lookups.
     def _role(self, t: torch.Tensor, role: str, name: str = "", shard: str = "") -> None:
+        if t.__class__ in _PLAIN:   # Note [A role written before, told at once]
+            try:
+                sid = self._sids.get(t.untyped_storage()._cdata)
+            except (RuntimeError, NotImplementedError):   # sparse: the full path
+                sid = None
+            if sid is not None and (sid, role) in self._roles_written and not (
+                    name and (sid, role) in self._unnamed_roles):
+                return
         if isinstance(t, _Uninitialized):   # no storage yet: Note [Lazy parameters]
             return
         if t.layout is not torch.strided and (parts := sparse_parts(t)):
@@ -3569,8 +3635,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
     # parameter's name, and `show` read "gradient · inp.weight" for 34.4 KiB where
     # `inp.weight` is 1.3 KiB; it reads "inp.weight (and 11 more)" now.
     def _mark_gradients(self, params=None) -> None:
-        if params is None:
-            params = [p for m in self._roots.alive() for p in module_parameters(m)]
+        if params is None:   # Note [Every parameter of a model, in one walk] (roots.py)
+            params = [p for m in self._roots.alive() for p in all_parameters(m)]
         shared = collections.Counter(
             storage_key(p.grad) for p in params
             if p.is_leaf and p.grad is not None and type(p.grad) in self.PLAIN_TYPES)
@@ -3610,7 +3676,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         out = {}
         with torch._C.DisableTorchFunction():
             for m in self._roots.alive():
-                for p in module_parameters(m):
+                for p in all_parameters(m):   # Note [Every parameter of a model, in one walk]
                     g = p.grad if p.is_leaf else None
                     if g is not None:
                         try:
@@ -3881,7 +3947,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         """The parameters of the top-level modules alive (Note [An optimizer that applies
         gradients], trace/optimizer_like.py: not the state of an optimizer that holds
         them)."""
-        return [p for m in self._roots.alive() for p in module_parameters(m)]
+        return [p for m in self._roots.alive() for p in all_parameters(m)]
 
     def _mark_optimizer_state(self, opt: torch.optim.Optimizer) -> None:
         """Note [State outside optimizer.state] (trace/optimizer_state.py)."""

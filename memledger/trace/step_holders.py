@@ -128,7 +128,7 @@ def _read_frame(f: FrameType, fn: str, sid_of: Callable[[Any], int],
     items, its method receiver's public attributes)."""
     with frame_locals(f) as local:
         names = list(local.items())
-    me = dict(names).get("self") if f.f_code.co_flags & inspect.CO_OPTIMIZED else None
+        me = local.get("self") if f.f_code.co_flags & inspect.CO_OPTIMIZED else None
     if me is not None:
         names += [(f"self.{k}", v) for k, v in _attributes(me)]
     for var, value in names:
