@@ -95,6 +95,7 @@ from memledger.crash import internal   # Note [memledger's own hooks fail as mem
 from memledger.trace.backward_calls import is_backward
 from memledger.trace.collector import StopTracing
 from memledger.trace.compiled import eager_stance
+from memledger.trace.doctor_folded import FoldedGradients
 from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
 from memledger.trace.doctor_garbage import GarbageWatch
 from memledger.trace.doctor_loose import LooseParams
@@ -519,6 +520,10 @@ class DoctorProbe(TorchFunctionMode):
         # Note [Gradients an optimizer takes outside its step]
         self._grad_ids: dict[int, int] = {}            # id(a param's .grad) -> id(param)
         self._grads_kept: set[int] = set()             # written into optimizer state since
+        # Note [A gradient folded into the step's] in doctor_folded.py: the kept gradients'
+        # passes, and id(param) -> passes folded into its `.grad` since it was last fresh
+        self._folded = FoldedGradients()
+        self._folded_in: dict[int, set[int]] = {}
         # Note [Where a clip and a step fall] in doctor_order.py
         self._order = OrderWatch(self.records, self._params, self._index)
         self._sched_where: dict[int, dict[str, Any]] = {}   # scheduler index -> its variable
@@ -649,7 +654,8 @@ class DoctorProbe(TorchFunctionMode):
                 del self._grad_ids[held[0]]
             for d in (self._index, self._death, self._owner, self._owner_ref,
                       self._param_recs, self._accum, self._bws, self._grad_state,
-                      self._cuts, self._tainted, self._pver, self._mixed, self._local):
+                      self._cuts, self._tainted, self._pver, self._mixed, self._local,
+                      self._folded_in):
                 d.pop(pid, None)
             for s_ in (self._late, self._consumed, self._hooked, self._none_grad,
                        self._grads_read, self._in_place, self._replaced, self._computed,
@@ -996,6 +1002,7 @@ class DoctorProbe(TorchFunctionMode):
         self._order.grad_arrives(pid, fresh)
         if fresh:
             self._bws[pid] = []
+            self._folded_in.pop(pid, None)   # Note [A gradient folded into the step's]
             self._accum[pid] = 0
             self._consumed.discard(pid)
             self._tainted.pop(pid, None)    # zeroed since: what was added is gone
@@ -1064,12 +1071,41 @@ class DoctorProbe(TorchFunctionMode):
             out = func(*args, **kwargs)
             self._penalty.grad_taken(args, kwargs, out)
             return out
+        # Note [A gradient folded into the step's] (doctor_folded.py)
+        folded = self._folded.passes_in(args, kwargs) if self._folded and not self._in_opt \
+            else None
         out = self._function(func, args, kwargs)
+        if folded:
+            self._folded.made(out, folded)
+            self._fold_into_grads(func, args, folded)
         if self._rng.waiting is not None:   # Note [The same randomness every step]
             self._rng.after()
         if self._penalty.watching:
             self._penalty.after(func, args, kwargs, out)
         return out
+
+    def _fold_into_grads(self, func, args, passes: frozenset[int]) -> None:
+        """An op whose arguments carry `passes`: when it sets a parameter's `.grad` (or
+        its `.grad.data`), or writes a parameter's `.grad` in place, those passes are
+        folded into that gradient (Note [A gradient folded into the step's])."""
+        if not args:
+            return
+        owner = getattr(func, "__self__", None)
+        name = getattr(func, "__name__", "")
+        if name == "__set__" and owner is _GRAD:
+            targets = [id(args[0])] if id(args[0]) in self._params else []
+        elif name == "__set__" and owner is _DATA:
+            targets = [self._grad_ids[id(args[0])]] if id(args[0]) in self._grad_ids else []
+        elif _in_place(func):
+            params, grads = self._params, self._grad_ids
+            targets = [pid for t in (args[0] if isinstance(args[0], (list, tuple))
+                                     else (args[0],))
+                       if (pid := grads.get(id(t))) is not None
+                       and getattr(params.get(pid), "grad", None) is t]
+        else:
+            return
+        for pid in targets:
+            self._folded_in.setdefault(pid, set()).update(passes)
 
     def _function(self, func, args, kwargs):
         if is_backward(func):   # Note [A backward patched over Tensor.backward]
@@ -1144,6 +1180,8 @@ class DoctorProbe(TorchFunctionMode):
                         out = func(*args, **kwargs)
                         if name == "__get__" and out is not None:
                             self._order.read_by_script(args[0], out)
+                            if self._bws.get(id(args[0])):   # Note [A gradient folded
+                                self._folded.read(out, self._bws[id(args[0])])  # into ...]
                         # a read that found no gradient used none (Note [Moved without
                         # reading the gradient]): `Module._apply` reads every `param.grad`
                         # to move it along
@@ -1886,6 +1924,7 @@ class DoctorProbe(TorchFunctionMode):
                                "ran_without": [], "taken": [], "eval_only": [],
                                "bw": [], "graded": 0}
         bws: set[int] = set()
+        folded: set[int] = set()   # Note [A gradient folded into the step's]
         self._before = {}
         fused = bool(getattr(opt, "defaults", {}).get("fused"))
         # Note [Where a clip and a step fall]: clipped? a repeat of the previous step?
@@ -1926,6 +1965,7 @@ class DoctorProbe(TorchFunctionMode):
                 rec["graded"] += g is not None
                 self._computed.discard(pid)
                 bws.update(self._bws.pop(pid, ()))
+                folded.update(self._folded_in.pop(pid, ()))
                 mixed = self._mixed.pop(pid, None)
                 if mixed is not None and g is not None:
                     mixed["step"] = self._steps + 1
@@ -1958,6 +1998,9 @@ class DoctorProbe(TorchFunctionMode):
                     self._before[pid] = (p._version, None, _checksum(p)
                                          if fused and g is not None else None)
         rec["bw"] = sorted(bws)
+        if folded - bws:   # Note [A gradient folded into the step's]: used, no micro-batches
+            rec["folded"] = sorted(folded - bws)
+        self._folded.used(bws | folded)
         rec["lr_zero"] = _lr_zero(opt)
         rec["state_empty"] = not _has_state(opt, params)   # Note [A step that builds state]
         self._state_mark = _state_mark(opt)

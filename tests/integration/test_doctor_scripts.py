@@ -423,6 +423,11 @@ BUGS = [
     ("garbage.py", ["--cycle", "frame"], "cyclic_garbage", "warning",
      ["`log_features()` and its RuntimeError's traceback", "[local 'feats']"],
      "error = str(e) if FIXED else e"),
+    # Note [A gradient folded into the step's] (trace/doctor_folded.py): kept gradients
+    # folded into nothing (a log), or kept by reference and zeroed in place: still drops
+    *[("kept_grads.py", ["--bug", b], "dropped_update", "warning",
+       ["3 of 6 backward passes made gradients that no optimizer.step() used"],
+       ("loss_of().backward()", 1)) for b in ("log", "zero")],
 ]
 
 
@@ -468,6 +473,9 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("late_grad_write.py", ["--fixed", "--inplace-data", "--clear", "data"]),
     # Note [Every pack hook the script registers]; Note [Passes that weigh whole means]
     ("saved_hooks.py", ["--stacked", "--fixed"]),
+    # Note [A gradient folded into the step's]: a loss's gradients kept and folded back
+    # (each once a false dropped_update: 3 of 6 passes)
+    *[("kept_grads.py", ["--fold", f]) for f in ("sum", "add", "clone", "foreach")],
     ("helper_accum.py", []), ("helper_accum.py", ["--whole"]),
     ("helper_accum.py", ["--whole", "--bug"]), ("helper_accum.py", ["--mean"]),
     # two heads' means on one batch, divided: 1 a pass, no whole means (one target tensor)
@@ -1252,3 +1260,19 @@ def test_accumulation_whose_backward_runs_in_a_helper_of_another_file_is_read_by
     (m,) = doctor("helper_accum.py", "--mean", "--bug").findings
     assert (m.check, m.evidence["micro_batches"]) == ("loss_not_divided", 2)
     assert m.where.line == line_of("micro_steps.py", "(loss / scale).backward()")
+
+
+def test_kept_gradients_folded_back_are_used_and_dropped_ones_still_counted():
+    """Note [A gradient folded into the step's] (trace/doctor_folded.py): each step, two
+    losses on batches of their own, a zero_grad before each backward; the first loss's
+    gradients kept (`[p.grad for p in params]`) and summed into `.grad` before the step.
+    The second backward found `.grad` None, so the step credited it alone, and the old code
+    warned "3 of 6 backward passes made gradients that no optimizer.step() used". Folded,
+    every pass is used; logged only, or kept by reference and zeroed in place (the second
+    backward then writes its own gradient into the kept tensors), the first is dropped."""
+    assert doctor("kept_grads.py", "--fold", "sum").findings == []
+    for bug in ("log", "zero"):
+        (f,) = doctor("kept_grads.py", "--bug", bug).findings
+        assert (f.check, f.severity) == ("dropped_update", "warning")
+        assert f.evidence == {"backward_passes": 6, "dropped": 3, "dropped_nonfinite": 0,
+                              "optimizer_steps": 3, "updates": 3}
