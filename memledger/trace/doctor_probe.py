@@ -499,6 +499,7 @@ class DoctorProbe(TorchFunctionMode):
         self._read_at_backward: Callable[[], None] | None = None
         self._closure_calls = [0]   # the closure calls of the step running now
         self._retention = RetentionWatch()             # Note [Cross-step retention]
+        self._retention.known_params = lambda: list(self._params.values())
         # Note [Tensors only the garbage collector frees]
         self._garbage = GarbageWatch(collections)
         self._rng = RngWatch()   # Note [The same randomness every step] in doctor_rng.py
@@ -523,6 +524,7 @@ class DoctorProbe(TorchFunctionMode):
         # Note [A gradient folded into the step's] in doctor_folded.py: the kept gradients'
         # passes, and id(param) -> passes folded into its `.grad` since it was last fresh
         self._folded = FoldedGradients()
+        self._pack_seen: Any = None   # Note [Saved-tensor hooks around a function]
         self._folded_in: dict[int, set[int]] = {}
         # Note [Where a clip and a step fall] in doctor_order.py
         self._order = OrderWatch(self.records, self._params, self._index)
@@ -1071,6 +1073,8 @@ class DoctorProbe(TorchFunctionMode):
             out = func(*args, **kwargs)
             self._penalty.grad_taken(args, kwargs, out)
             return out
+        if not self._in_opt:   # Note [Saved-tensor hooks around a function]
+            self._pack_at_op()
         # Note [A gradient folded into the step's] (doctor_folded.py)
         folded = self._folded.passes_in(args, kwargs) if self._folded and not self._in_opt \
             else None
@@ -1083,6 +1087,28 @@ class DoctorProbe(TorchFunctionMode):
         if self._penalty.watching:
             self._penalty.after(func, args, kwargs, out)
         return out
+
+    # Note [Saved-tensor hooks around a function]
+    # The store check (Note [Every pack hook the script registers], doctor_retention.py)
+    # read torch's saved-tensor hook stack at module calls only: a
+    # `saved_tensors_hooks(pack, unpack)` context entered around a function of the
+    # script's that calls no module (`F.linear` on the model's weights) was never seen,
+    # and tests/doctor/saved_hooks.py `--functional` (the same leaky store, 5 storages,
+    # 964 B a step) drew the graph walk's words instead ("`stash` carries autograd history
+    # ... each step adds 3 tensors, 896 B ... keep what that line adds detached": the saves
+    # with history only, a fix that frees nothing), and its store of copies (`--functional
+    # --copy`) nothing. Every torch function call outside a step now reads the pair on top
+    # (one call into torch's stack) and hands a pack not seen last time to the store
+    # check, which keeps the user's own weakly, as at a module call. Only the store check
+    # reads it: the graph walk's "saves unreadable" flag stays a module call's (a
+    # checkpointed function's hooks are torch's, and change nothing here). Cost: one
+    # stack read and an identity test per op.
+    def _pack_at_op(self) -> None:
+        hooks = _top_saved_hooks()
+        if hooks is None or hooks is _UNKNOWN or hooks[0] is self._pack_seen:
+            return
+        self._pack_seen = hooks[0]
+        self._retention.hooks_seen(hooks[0])
 
     def _fold_into_grads(self, func, args, passes: frozenset[int]) -> None:
         """An op whose arguments carry `passes`: when it sets a parameter's `.grad` (or

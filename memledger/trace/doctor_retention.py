@@ -37,7 +37,7 @@ import re
 import sys
 import types
 import weakref
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import torch
 from torch import nn
@@ -71,6 +71,8 @@ class RetentionWatch:
 
     def __init__(self) -> None:
         self.roots: list[tuple[str, weakref.ref]] = []   # (name prefix, root module)
+        # the parameters the probe knows, held by a module or not (set by the probe)
+        self.known_params: Callable[[], Iterable[_Tensor]] = tuple
         # id() of the grad_fn nodes of the previous boundary, each also tagged with the
         # boundary's number in its metadata (holding the nodes would keep their graphs, and
         # the cycles under them, alive: Note [Tensors only the garbage collector frees])
@@ -488,6 +490,11 @@ class RetentionWatch:
 
     def _stores(self, step: int) -> list[dict[str, Any]]:
         resident, out, seen = self._state(), [], set()
+        # parameters no module call named (a forward of `F.linear` on the model's weights:
+        # Note [Saved-tensor hooks around a function] in doctor_probe.py) are resident too
+        for p in self.known_params():
+            with contextlib.suppress(RuntimeError, NotImplementedError):
+                resident.add(p.untyped_storage()._cdata)
         for fn, owner in self._live_packs():
             code = fn.__code__
             named: list[tuple[str, Any]] = [

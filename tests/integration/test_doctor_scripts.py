@@ -1276,3 +1276,23 @@ def test_kept_gradients_folded_back_are_used_and_dropped_ones_still_counted():
         assert (f.check, f.severity) == ("dropped_update", "warning")
         assert f.evidence == {"backward_passes": 6, "dropped": 3, "dropped_nonfinite": 0,
                               "optimizer_steps": 3, "updates": 3}
+
+
+def test_a_store_filled_by_hooks_around_a_function_that_calls_no_module_is_counted():
+    """Note [Saved-tensor hooks around a function] (trace/doctor_probe.py): the leaky pair
+    entered around a function of the script's that runs the MLP by `F.linear` on its
+    weights, no module call inside. The hooks were read at module calls only: the old code
+    gave the graph walk's words ("`stash` carries autograd history ... each step adds 3
+    tensors, 896 B"), and of the store of copies nothing. Now the same numbers as the
+    module form: 5 storages, 964 B a step (copies: 8, 1,860 B); the parameters no module
+    call named are left out of the store as resident (W2, 256 B, once counted in step 1)."""
+    line = line_of("saved_hooks.py", "def pack(t):")
+    (f,) = doctor("saved_hooks.py", "--functional").findings
+    assert (f.check, f.severity, f.where.line) == ("cross_step_retention", "error", line)
+    assert f.evidence == {"steps": [1, 2, 3], "tensors_per_step": [5, 10, 15],
+                          "bytes_per_step": [964, 1_928, 2_892]}
+    assert "each step adds 5 tensors, 964 B" in f.message
+    (c,) = doctor("saved_hooks.py", "--functional", "--copy").findings
+    assert c.evidence == {"steps": [1, 2, 3], "tensors_per_step": [8, 16, 24],
+                          "bytes_per_step": [1_860, 3_720, 5_580]}
+    assert doctor("saved_hooks.py", "--functional", "--fixed").findings == []
