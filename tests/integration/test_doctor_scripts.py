@@ -425,6 +425,12 @@ BUGS = [
      "error = str(e) if FIXED else e"),
     # Note [A gradient folded into the step's] (trace/doctor_folded.py): kept gradients
     # folded into nothing (a log), or kept by reference and zeroed in place: still drops
+    # Note [Heads weighed each] (doctor/accumulation.py): heads' means summed a pass,
+    # undivided over 2 micro-batches (each once no finding)
+    ("two_heads.py", ["--bug"], "loss_not_divided", "warning", ["2 losses (heads)"],
+     "(loss if args.bug else loss / K).backward()"),
+    ("two_heads.py", ["--bug", "--heads", "3"], "loss_not_divided", "warning",
+     ["3 losses (heads)"], "(loss if args.bug else loss / K).backward()"),
     *[("kept_grads.py", ["--bug", b], "dropped_update", "warning",
        ["3 of 6 backward passes made gradients that no optimizer.step() used"],
        ("loss_of().backward()", 1)) for b in ("log", "zero")],
@@ -480,6 +486,9 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("helper_accum.py", ["--whole", "--bug"]), ("helper_accum.py", ["--mean"]),
     # two heads' means on one batch, divided: 1 a pass, no whole means (one target tensor)
     ("helper_accum.py", ["--heads"]),
+    # Note [Heads weighed each]: heads on targets of their own, divided (the two once "2
+    # whole means")
+    ("two_heads.py", []), ("two_heads.py", ["--heads", "3"]),
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
     ("accumulation.py", ["--fixed", "--none"]),   # Note [A loss reduced after the call]
     # Note [A state carried in from an earlier step] (doctor/graph.py): a cut_graph error
@@ -1296,3 +1305,24 @@ def test_a_store_filled_by_hooks_around_a_function_that_calls_no_module_is_count
     assert c.evidence == {"steps": [1, 2, 3], "tensors_per_step": [8, 16, 24],
                           "bytes_per_step": [1_860, 3_720, 5_580]}
     assert doctor("saved_hooks.py", "--functional", "--fixed").findings == []
+
+
+def test_heads_summed_a_pass_are_weighed_each():
+    """Note [Heads weighed each] (doctor/accumulation.py): two heads' mean squared errors
+    on targets of their own, summed a pass, 2 micro-batches a step. Undivided each head
+    weighs 1 a pass (2 a pass in all), which no run of 1 matched: the old code said
+    nothing; divided by 2 each weighs 1/2 (1 a pass), which the old code read as "2 whole
+    means". Deep supervision on one target (helper_accum.py --heads --bug) is found too."""
+    (f,) = doctor("two_heads.py", "--bug").findings
+    assert (f.check, f.severity) == ("loss_not_divided", "warning")
+    assert f.evidence == {"micro_batches": 2, "backward_passes": 2, "loss_weights": [2.0, 2.0],
+                          "steps": [1, 2, 3], "heads": 2}
+    assert f.message == (
+        "2 backward passes per optimizer step (steps 1-3) backpropagate 2 whole means: each "
+        "of a pass's 2 losses (heads) weighs 1 in each; the gradient is the sum of 2 "
+        "micro-batch means of each head, 2x their mean; scale each micro-batch's loss by "
+        "1/2 before its backward")
+    assert doctor("two_heads.py").findings == []
+    (h,) = doctor("helper_accum.py", "--heads", "--bug").findings
+    assert h.evidence["heads"] == 2 and h.evidence["loss_weights"] == [2.0, 2.0]
+    assert h.where.line == line_of("micro_steps.py", ("(loss / scale).backward()", 2))
