@@ -143,6 +143,7 @@ _CLEARS = {torch._C.TensorBase.zero_: "zero_", torch.zero_: "zero_",
            torch._foreach_zero_: "_foreach_zero_", torch._foreach_mul_: "_foreach_mul_"}
 _AUTOGRAD_GRAD = torch.autograd.grad
 _LOSSES = {F.cross_entropy: "cross_entropy", F.nll_loss: "nll_loss"}
+_LOSS_MODULE = nn.modules.loss._Loss   # Note [A loss module of its own]
 # losses read for their value only (check 4's loss_not_divided): no ignored targets
 _VALUE_LOSSES = {f: f.__name__ for f in (
     F.mse_loss, F.l1_loss, F.smooth_l1_loss, F.huber_loss, F.binary_cross_entropy,
@@ -484,6 +485,9 @@ class DoctorProbe(TorchFunctionMode):
         # step of their optimizer (Note [A gradient the script takes itself])
         self._computed: set[int] = set()
         self._losses: list[dict[str, Any]] = []
+        # id(loss module) -> losses recorded when its call began (Note [A loss module of
+        # its own])
+        self._loss_mods: dict[int, int] = {}
         self._cuts: dict[int, int] = {}                # id(param) -> cut record index
         # Note [A cut the graph goes around]: id(tensor cut) -> (weakref, cut record)
         self._cut_srcs: dict[int, tuple[weakref.ref, dict]] = {}
@@ -543,6 +547,8 @@ class DoctorProbe(TorchFunctionMode):
             self._counter = StepCounter(self.steps_by, self._training_step_ended)
         self._handles = [
             nn_module.register_module_forward_pre_hook(internal(self._module_pre)),
+            # Note [A loss module of its own]
+            nn_module.register_module_forward_hook(internal(self._module_post)),
             register_optimizer_step_pre_hook(internal(self._opt_pre)),
             register_optimizer_step_post_hook(internal(self._opt_post)),
         ]
@@ -818,8 +824,44 @@ class DoctorProbe(TorchFunctionMode):
             if m is not None:
                 rec["mod"] = self._names.paths.get(m) or rec["mod"]
 
+    # Note [A loss module of its own]
+    # Check 4 reads the losses the script computes: the calls of `torch.nn.functional`'s
+    # losses (Note [What a backward weighs a loss by]). A loss module that calls none (a
+    # library's own: a Charbonnier loss, `torch.sqrt((pred - y) ** 2 + eps ** 2).mean()`,
+    # as image-restoration libraries write it) left each pass with no loss, and the step
+    # was not read: accumulation over 2 micro-batches without dividing
+    # (tests/doctor/own_loss.py --bug) drew no finding. A module whose class is torch's
+    # `_Loss` or is named `...Loss`, called under grad, whose forward recorded no loss and
+    # returned one value that requires grad, is that value's loss: recorded as a loss call
+    # (its class, `reduction` where the module has one, else "mean"; its value; the weight
+    # backward gives it), at the line that called it. A loss module that calls one of
+    # `torch.nn.functional`'s is read by that call, as before. Known limitation: a library
+    # loss written as a function, not a module, is still not seen. Cost: one dict test per
+    # module return (a call of a loss module: one more read of its output).
+    def _module_post(self, module: nn.Module, args, out) -> None:
+        if not self._loss_mods:
+            return
+        start = self._loss_mods.pop(id(module), None)
+        if start is None or len(self._losses) != start or not isinstance(out, _Tensor) \
+                or not out.requires_grad or _functorch_wrapped(out):
+            return
+        with _quiet(), contextlib.suppress(RuntimeError, TypeError, ValueError):
+            if out.numel() != 1:
+                return
+            reduction = getattr(module, "reduction", "mean")
+            rec: dict[str, Any] = {"fn": type(module).__name__, "module": True,
+                                   "reduction": reduction if isinstance(reduction, str)
+                                   else "mean",
+                                   "value": float(out.detach().float().cpu())}
+            rec["file"], rec["line"] = user_line()
+            self._losses.append(rec)
+            out.register_hook(_weight_hook(rec))   # Note [What a backward weighs a loss by]
+
     def _module_pre(self, module: nn.Module, args) -> None:
         mid = id(module)
+        if (isinstance(module, _LOSS_MODULE) or type(module).__name__.endswith("Loss")) \
+                and _grad_enabled():   # Note [A loss module of its own]
+            self._loss_mods[mid] = len(self._losses)
         hooks = _top_saved_hooks()
         if hooks is not None:
             self._retention.saved_unreadable = True   # Note [A graph kept by retain_graph]

@@ -431,6 +431,10 @@ BUGS = [
      "(loss if args.bug else loss / K).backward()"),
     ("two_heads.py", ["--bug", "--heads", "3"], "loss_not_divided", "warning",
      ["3 losses (heads)"], "(loss if args.bug else loss / K).backward()"),
+    # Note [A loss module of its own] (trace/doctor_probe.py): once no finding
+    ("own_loss.py", ["--bug"], "loss_not_divided", "warning",
+     ["2 backward passes per optimizer step on the undivided loss"],
+     "(loss if BUG else loss / K).backward()"),
     *[("kept_grads.py", ["--bug", b], "dropped_update", "warning",
        ["3 of 6 backward passes made gradients that no optimizer.step() used"],
        ("loss_of().backward()", 1)) for b in ("log", "zero")],
@@ -489,6 +493,7 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # Note [Heads weighed each]: heads on targets of their own, divided (the two once "2
     # whole means")
     ("two_heads.py", []), ("two_heads.py", ["--heads", "3"]),
+    ("own_loss.py", []),   # Note [A loss module of its own]
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
     ("accumulation.py", ["--fixed", "--none"]),   # Note [A loss reduced after the call]
     # Note [A state carried in from an earlier step] (doctor/graph.py): a cut_graph error
@@ -1326,3 +1331,14 @@ def test_heads_summed_a_pass_are_weighed_each():
     (h,) = doctor("helper_accum.py", "--heads", "--bug").findings
     assert h.evidence["heads"] == 2 and h.evidence["loss_weights"] == [2.0, 2.0]
     assert h.where.line == line_of("micro_steps.py", ("(loss / scale).backward()", 2))
+
+
+def test_a_loss_module_that_calls_no_functional_loss_is_read():
+    """Note [A loss module of its own] (trace/doctor_probe.py): a Charbonnier loss module
+    (a mean by hand, no `torch.nn.functional` loss), 2 micro-batches a step, undivided: the
+    old code recorded no loss and said nothing. Now its value is the backward's."""
+    (f,) = doctor("own_loss.py", "--bug").findings
+    assert (f.check, f.evidence["micro_batches"], f.evidence["steps"]) == \
+        ("loss_not_divided", 2, [1, 2, 3])
+    assert f.evidence["loss_values"] == f.evidence["backward_values"]
+    assert doctor("own_loss.py").findings == []
