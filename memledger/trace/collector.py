@@ -191,7 +191,8 @@ from memledger.trace.wrapped import defers as _defers
 from memledger.trace.wrapped import inner_tensors, wrapped_parts
 
 _graph_task_id = torch._C._current_graph_task_id
-_ENGINE = torch.autograd.Variable._execution_engine   # Note [Gradients named as the engine finishes]
+# Note [Gradients named as the engine finishes]
+_ENGINE = torch.autograd.Variable._execution_engine
 _grad_enabled = torch.is_grad_enabled
 _SPARSE_COO = torch.sparse_coo
 _RF_ENTER = torch.ops.profiler._record_function_enter_new.default
