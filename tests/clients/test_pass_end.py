@@ -113,3 +113,6 @@ def test_a_backward_that_is_the_scripts_last_work_leaves_gradients():
     assert s.resident == _at(temporary=8)              # before: gradient 0, temporary 16,908
     assert s.at_peak == _at(temporary=16_640)
     assert led.peak().bytes == 84_264
+    fake = ledger_pass("train_pass_end.py", ["--order", "end", "--steps", "2"], steps=3,
+                       fake_device="cpu")
+    assert fake.summary().resident == s.resident
