@@ -64,7 +64,11 @@ class FoldedGradients:
 
     def read(self, g: _Tensor, passes) -> None:
         """The script read gradient `g`, which passes `passes` (not yet used) filled."""
-        self._put(g, frozenset(passes), g._version)
+        try:
+            version = g._version
+        except RuntimeError:   # no version counter (an inference tensor): not followed
+            return
+        self._put(g, frozenset(passes), version)
 
     def passes_in(self, args, kwargs) -> frozenset[int]:
         """The passes the tensor arguments of an op carry, before it runs."""

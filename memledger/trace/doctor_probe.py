@@ -1122,7 +1122,8 @@ class DoctorProbe(TorchFunctionMode):
             else None
         out = self._function(func, args, kwargs)
         if folded:
-            self._folded.made(out, folded)
+            with contextlib.suppress(RuntimeError):   # a tensor with no version counter
+                self._folded.made(out, folded)
             self._fold_into_grads(func, args, folded)
         if self._rng.waiting is not None:   # Note [The same randomness every step]
             self._rng.after()
