@@ -148,13 +148,11 @@ def loss_not_divided(run: Run) -> list[Finding]:
 # (running 2/3, 1, 5/3, 2: K = 2); with the scale 1/3, 1/6, 1/3, 1/6 (total 1: no
 # finding); one call a step, truncated backpropagation through time, 2/3 and 1/3
 # (total 1). A loss computed beside the backward (logged, never backpropagated) has no
-# weight, and the step is not read. A step whose passes weigh 2 in one pass (two heads'
-# means summed, one loss doubled) is no run of 1 and not reported. Nor is a pass with two
-# losses on one target tensor (the same storage, offset and shape): deep supervision's
-# `(ce(out1, y) + ce(out2, y)) / K` weighs 1 a pass at K = 2, two heads' means of one
-# batch, each divided (tests/doctor/helper_accum.py --heads); a segment's targets are a
-# slice of their own. Known limitation: heads trained on targets of their own (a
-# multi-scale head's resized masks) read as parts of a batch.
+# weight, and the step is not read. Passes of several losses alike, heads, are read head
+# by head (Note [Heads weighed each]: two heads' means summed weigh 2 a pass undivided,
+# 1 divided at K = 2). Otherwise a pass with two losses on one target tensor (the same
+# storage, offset and shape) is not read: heads of one batch; a segment's targets are a
+# slice of their own. Known limitation: one loss doubled (2 a pass) is no run of 1.
 _RUN = 1e-3   # relative: weights are float32 gradient sums
 
 

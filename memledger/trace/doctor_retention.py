@@ -454,8 +454,9 @@ class RetentionWatch:
     # the pair on top (one call into torch's stack) and keeps each distinct user pack weakly (its function, and
     # a bound method's object: a pack made per step dies with its step, and the check
     # forgets it); at a boundary each live pack's containers are counted as before, a
-    # container two packs name (a shared global) once. Known limitations: hooks seen only
-    # at a module call (a context around functional ops alone is not watched); hooks put
+    # container two packs name (a shared global) once. (A context around functional ops
+    # alone is read at its ops: Note [Saved-tensor hooks around a function] in
+    # doctor_probe.py.) Known limitation: hooks put
     # on one saved tensor (`grad_fn._raw_saved_self.register_hooks(pack, unpack)`) are not
     # seen: torch gives them back to no one. Cost per module call: the stack read, and
     # for a pack not seen before a few attribute reads and a cached file test.
