@@ -117,15 +117,22 @@ def loss_not_divided(run: Run) -> list[Finding]:
     st, bws, k = weighed[0]
     weights = [round(_weight(b), 4) for b in bws]
     runs = f"in {k} runs of passes, " if len(bws) > k else ""
+    heads = len(bws[0]["losses"]) if _heads(bws) else 0   # Note [Heads weighed each]
+    weighs = (f"each of a pass's {heads} losses (heads) weighs 1 in each; the gradient is "
+              f"the sum of {k} micro-batch means of each head" if heads else
+              f"{runs}the weights backward gave their loss elements sum to 1 in each; the "
+              f"gradient is the sum of {k} micro-batch means")
+    evidence = {"micro_batches": k, "backward_passes": len(bws), "loss_weights": weights,
+                "steps": sorted(w[0]["step"] for w in weighed)}
+    if heads:
+        evidence["heads"] = heads
     return [Finding(
         check="loss_not_divided", severity="warning", where=where(bws[0]),
         message=(f"{len(bws)} backward passes per optimizer step "
                  f"({steps_named(w[0]['step'] for w in weighed)}) backpropagate {k} whole "
-                 f"means: {runs}the weights backward gave their loss elements sum to 1 in "
-                 f"each; the gradient is the sum of {k} micro-batch means, {k}x their mean; "
-                 f"scale each micro-batch's loss by 1/{k} before its backward"),
-        evidence={"micro_batches": k, "backward_passes": len(bws), "loss_weights": weights,
-                  "steps": sorted(w[0]["step"] for w in weighed)})]
+                 f"means: {weighs}, {k}x their mean; scale each micro-batch's loss by 1/{k} "
+                 "before its backward"),
+        evidence=evidence)]
 
 
 # Note [Passes that weigh whole means]
@@ -141,13 +148,11 @@ def loss_not_divided(run: Run) -> list[Finding]:
 # (running 2/3, 1, 5/3, 2: K = 2); with the scale 1/3, 1/6, 1/3, 1/6 (total 1: no
 # finding); one call a step, truncated backpropagation through time, 2/3 and 1/3
 # (total 1). A loss computed beside the backward (logged, never backpropagated) has no
-# weight, and the step is not read. A step whose passes weigh 2 in one pass (two heads'
-# means summed, one loss doubled) is no run of 1 and not reported. Nor is a pass with two
-# losses on one target tensor (the same storage, offset and shape): deep supervision's
-# `(ce(out1, y) + ce(out2, y)) / K` weighs 1 a pass at K = 2, two heads' means of one
-# batch, each divided (tests/doctor/helper_accum.py --heads); a segment's targets are a
-# slice of their own. Known limitation: heads trained on targets of their own (a
-# multi-scale head's resized masks) read as parts of a batch.
+# weight, and the step is not read. Passes of several losses alike, heads, are read head
+# by head (Note [Heads weighed each]: two heads' means summed weigh 2 a pass undivided,
+# 1 divided at K = 2). Otherwise a pass with two losses on one target tensor (the same
+# storage, offset and shape) is not read: heads of one batch; a segment's targets are a
+# slice of their own. Known limitation: one loss doubled (2 a pass) is no run of 1.
 _RUN = 1e-3   # relative: weights are float32 gradient sums
 
 
@@ -160,11 +165,58 @@ def _whole_means(bws: list[dict]) -> int | None:
     that weigh whole means]); None otherwise."""
     if any(x.get("weight") is None for b in bws for x in b["losses"]):
         return None
+    if _heads(bws):   # Note [Heads weighed each]
+        ks = {_runs([float(b["losses"][j]["weight"]) for b in bws])
+              for j in range(len(bws[0]["losses"]))}
+        return ks.pop() if len(ks) == 1 else None
     for b in bws:   # two losses on one target tensor: heads of one batch, not its parts
         keys = [str(x["target"]) for x in b["losses"] if x.get("target")]
         if len(keys) != len(set(keys)):
             return None
-    weights = [_weight(b) for b in bws]
+    return _runs([_weight(b) for b in bws])
+
+
+# Note [Heads weighed each]
+# A model with several heads sums their losses into one a pass: `loss = F.mse_loss(a, x) +
+# F.mse_loss(b, y)`, each head's mean on targets of its own. With K micro-batches a step
+# each head's mean should weigh 1/K in each pass (Note [What a backward weighs a loss by]
+# in trace/doctor_probe.py: the weight is what backward gave the loss's elements, summed),
+# so that over the step each head weighs 1. Summed over the pass, as the rule above reads
+# it, two heads divided by K = 2 weigh 1 a pass, read as "2 whole means" (a false
+# warning on the correct loop, tests/doctor/two_heads.py), and undivided 2 a pass, no run
+# of 1, read as nothing (the bug, `--bug`, unseen). Where every pass of the step holds the
+# same number n >= 2 of losses, all weighed alike within the pass, and no two of a pass
+# are parts of one tensor (targets in one storage at different offsets or shapes: a
+# sequence's segments, whose shares of it differ, Note [Passes that weigh whole means]),
+# the losses are heads: each head's weights, pass by pass, must fall into K runs of 1 by
+# the rule above, the same K for every head. Two heads divided: 1/2, 1/2 a head (total 1:
+# no finding); undivided: 1, 1 a head, 2 whole means, as a one-loss loop's. Heads on one
+# target tensor (deep supervision: tests/doctor/helper_accum.py --heads) are read so too.
+# Known limitation: a sequence's segments with targets of their own (not slices of one
+# tensor), weighed alike, read as heads.
+def _heads(bws: list[dict]) -> bool:
+    """Every pass holds the same number (2 or more) of losses, weighed alike, none two
+    parts of one tensor (Note [Heads weighed each])."""
+    n = len(bws[0]["losses"])
+    if n < 2 or any(len(b["losses"]) != n for b in bws):
+        return False
+    for b in bws:
+        ws = [float(x["weight"]) for x in b["losses"]]
+        if max(ws) - min(ws) > _RUN * max(abs(w) for w in ws):
+            return False
+        where: dict[int, str] = {}
+        for x in b["losses"]:
+            t = x.get("target")
+            if not t:
+                continue
+            if where.setdefault(t[0], str(t)) != str(t):
+                return False   # one storage, another offset or shape: a part of it
+    return True
+
+
+def _runs(weights: list[float]) -> int | None:
+    """K >= 2 where `weights`, in order, fall into K runs of 1 each (Note [Passes that
+    weigh whole means]); None otherwise."""
     if any(not math.isfinite(w) or w <= 0 for w in weights):
         return None
     total = sum(weights)

@@ -78,7 +78,8 @@ def optimizer_membership(run: Run) -> list[Finding]:
     roots = {run.params[i].get("root") for i in owners if i in run.params}
     # by a backward whose gradients a step used (Note [A backward no step used, for its
     # gradients' own sake]); all of them where no step names its backward passes
-    used = {n for st in run.steps for n in (*st.get("bw", ()), *st.get("reeval", ()))}
+    used = {n for st in run.steps   # Note [A gradient folded into the step's]
+            for n in (*st.get("bw", ()), *st.get("reeval", ()), *st.get("folded", ()))}
     reached = {i for b in run.backwards if not used or b.get("n") in used
                for i in b.get("reached", ())}
     orphans = [i for i, p in run.params.items()

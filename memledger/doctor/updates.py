@@ -54,7 +54,10 @@ def nonfinite_and_zeroed(run: Run) -> list[Finding]:
 
 def _lost(run: Run) -> list[Record]:
     """Backward passes with parameter gradients that no optimizer.step() used."""
-    used = {n for st in run.steps for n in (*st["bw"], *st.get("reeval", ()))}
+    # passes a script kept and folded into a step's gradients: Note [A gradient folded into
+    # the step's] in trace/doctor_folded.py
+    used = {n for st in run.steps
+            for n in (*st["bw"], *st.get("reeval", ()), *st.get("folded", ()))}
     if not used:
         return []
     last = max(used)

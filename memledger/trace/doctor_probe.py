@@ -93,6 +93,7 @@ from memledger.crash import internal   # Note [memledger's own hooks fail as mem
 from memledger.trace.backward_calls import is_backward
 from memledger.trace.collector import StopTracing
 from memledger.trace.compiled import eager_stance
+from memledger.trace.doctor_folded import FoldedGradients
 from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
 from memledger.trace.doctor_garbage import GarbageWatch
 from memledger.trace.doctor_loose import LooseParams
@@ -141,6 +142,7 @@ _CLEARS = {torch._C.TensorBase.zero_: "zero_", torch.zero_: "zero_",
            torch._foreach_zero_: "_foreach_zero_", torch._foreach_mul_: "_foreach_mul_"}
 _AUTOGRAD_GRAD = torch.autograd.grad
 _LOSSES = {F.cross_entropy: "cross_entropy", F.nll_loss: "nll_loss"}
+_LOSS_MODULE = nn.modules.loss._Loss   # Note [A loss module of its own]
 # losses read for their value only (check 4's loss_not_divided): no ignored targets
 _VALUE_LOSSES = {f: f.__name__ for f in (
     F.mse_loss, F.l1_loss, F.smooth_l1_loss, F.huber_loss, F.binary_cross_entropy,
@@ -483,6 +485,9 @@ class DoctorProbe(TorchFunctionMode):
         # step of their optimizer (Note [A gradient the script takes itself])
         self._computed: set[int] = set()
         self._losses: list[dict[str, Any]] = []
+        # id(loss module) -> losses recorded when its call began (Note [A loss module of
+        # its own])
+        self._loss_mods: dict[int, int] = {}
         self._cuts: dict[int, int] = {}                # id(param) -> cut record index
         # Note [A cut the graph goes around]: id(tensor cut) -> (weakref, cut record)
         self._cut_srcs: dict[int, tuple[weakref.ref, dict]] = {}
@@ -501,6 +506,7 @@ class DoctorProbe(TorchFunctionMode):
         self._read_at_backward: Callable[[], None] | None = None
         self._closure_calls = [0]   # the closure calls of the step running now
         self._retention = RetentionWatch()             # Note [Cross-step retention]
+        self._retention.known_params = lambda: list(self._params.values())
         # Note [Tensors only the garbage collector frees]
         self._garbage = GarbageWatch(collections)
         self._rng = RngWatch()   # Note [The same randomness every step] in doctor_rng.py
@@ -522,6 +528,11 @@ class DoctorProbe(TorchFunctionMode):
         # Note [Gradients an optimizer takes outside its step]
         self._grad_ids: dict[int, int] = {}            # id(a param's .grad) -> id(param)
         self._grads_kept: set[int] = set()             # written into optimizer state since
+        # Note [A gradient folded into the step's] in doctor_folded.py: the kept gradients'
+        # passes, and id(param) -> passes folded into its `.grad` since it was last fresh
+        self._folded = FoldedGradients()
+        self._pack_seen: Any = None   # Note [Saved-tensor hooks around a function]
+        self._folded_in: dict[int, set[int]] = {}
         # Note [Where a clip and a step fall] in doctor_order.py
         self._order = OrderWatch(self.records, self._params, self._index)
         self._sched_where: dict[int, dict[str, Any]] = {}   # scheduler index -> its variable
@@ -539,6 +550,8 @@ class DoctorProbe(TorchFunctionMode):
             self._counter = StepCounter(self.steps_by, self._training_step_ended)
         self._handles = [
             nn_module.register_module_forward_pre_hook(internal(self._module_pre)),
+            # Note [A loss module of its own]
+            nn_module.register_module_forward_hook(internal(self._module_post)),
             register_optimizer_step_pre_hook(internal(self._opt_pre)),
             register_optimizer_step_post_hook(internal(self._opt_post)),
         ]
@@ -625,7 +638,8 @@ class DoctorProbe(TorchFunctionMode):
                 del self._grad_ids[held[0]]
             for d in (self._index, self._death, self._owner, self._owner_ref,
                       self._param_recs, self._accum, self._bws, self._grad_state,
-                      self._cuts, self._tainted, self._pver, self._mixed, self._local):
+                      self._cuts, self._tainted, self._pver, self._mixed, self._local,
+                      self._folded_in):
                 d.pop(pid, None)
             for s_ in (self._late, self._consumed, self._hooked, self._none_grad,
                        self._grads_read, self._in_place, self._replaced, self._computed,
@@ -788,8 +802,44 @@ class DoctorProbe(TorchFunctionMode):
             if m is not None:
                 rec["mod"] = self._names.paths.get(m) or rec["mod"]
 
+    # Note [A loss module of its own]
+    # Check 4 reads the losses the script computes: the calls of `torch.nn.functional`'s
+    # losses (Note [What a backward weighs a loss by]). A loss module that calls none (a
+    # library's own: a Charbonnier loss, `torch.sqrt((pred - y) ** 2 + eps ** 2).mean()`,
+    # as image-restoration libraries write it) left each pass with no loss, and the step
+    # was not read: accumulation over 2 micro-batches without dividing
+    # (tests/doctor/own_loss.py --bug) drew no finding. A module whose class is torch's
+    # `_Loss` or is named `...Loss`, called under grad, whose forward recorded no loss and
+    # returned one value that requires grad, is that value's loss: recorded as a loss call
+    # (its class, `reduction` where the module has one, else "mean"; its value; the weight
+    # backward gives it), at the line that called it. A loss module that calls one of
+    # `torch.nn.functional`'s is read by that call, as before. Known limitation: a library
+    # loss written as a function, not a module, is still not seen. Cost: one dict test per
+    # module return (a call of a loss module: one more read of its output).
+    def _module_post(self, module: nn.Module, args, out) -> None:
+        if not self._loss_mods:
+            return
+        start = self._loss_mods.pop(id(module), None)
+        if start is None or len(self._losses) != start or not isinstance(out, _Tensor) \
+                or not out.requires_grad or _functorch_wrapped(out):
+            return
+        with _quiet(), contextlib.suppress(RuntimeError, TypeError, ValueError):
+            if out.numel() != 1:
+                return
+            reduction = getattr(module, "reduction", "mean")
+            rec: dict[str, Any] = {"fn": type(module).__name__, "module": True,
+                                   "reduction": reduction if isinstance(reduction, str)
+                                   else "mean",
+                                   "value": float(out.detach().float().cpu())}
+            rec["file"], rec["line"] = user_line()
+            self._losses.append(rec)
+            out.register_hook(_weight_hook(rec))   # Note [What a backward weighs a loss by]
+
     def _module_pre(self, module: nn.Module, args) -> None:
         mid = id(module)
+        if (isinstance(module, _LOSS_MODULE) or type(module).__name__.endswith("Loss")) \
+                and _grad_enabled():   # Note [A loss module of its own]
+            self._loss_mods[mid] = len(self._losses)
         hooks = _top_saved_hooks()
         if hooks is not None:
             self._retention.saved_unreadable = True   # Note [A graph kept by retain_graph]
@@ -974,6 +1024,7 @@ class DoctorProbe(TorchFunctionMode):
         self._order.grad_arrives(pid, fresh)
         if fresh:
             self._bws[pid] = []
+            self._folded_in.pop(pid, None)   # Note [A gradient folded into the step's]
             self._accum[pid] = 0
             self._consumed.discard(pid)
             self._tainted.pop(pid, None)    # zeroed since: what was added is gone
@@ -1042,12 +1093,66 @@ class DoctorProbe(TorchFunctionMode):
             out = func(*args, **kwargs)
             self._penalty.grad_taken(args, kwargs, out)
             return out
+        if not self._in_opt:   # Note [Saved-tensor hooks around a function]
+            self._pack_at_op()
+        # Note [A gradient folded into the step's] (doctor_folded.py)
+        folded = self._folded.passes_in(args, kwargs) if self._folded and not self._in_opt \
+            else None
         out = self._function(func, args, kwargs)
+        if folded:
+            with contextlib.suppress(RuntimeError):   # a tensor with no version counter
+                self._folded.made(out, folded)
+            self._fold_into_grads(func, args, folded)
         if self._rng.waiting is not None:   # Note [The same randomness every step]
             self._rng.after()
         if self._penalty.watching:
             self._penalty.after(func, args, kwargs, out)
         return out
+
+    # Note [Saved-tensor hooks around a function]
+    # The store check (Note [Every pack hook the script registers], doctor_retention.py)
+    # read torch's saved-tensor hook stack at module calls only: a
+    # `saved_tensors_hooks(pack, unpack)` context entered around a function of the
+    # script's that calls no module (`F.linear` on the model's weights) was never seen,
+    # and tests/doctor/saved_hooks.py `--functional` (the same leaky store, 5 storages,
+    # 964 B a step) drew the graph walk's words instead ("`stash` carries autograd history
+    # ... each step adds 3 tensors, 896 B ... keep what that line adds detached": the saves
+    # with history only, a fix that frees nothing), and its store of copies (`--functional
+    # --copy`) nothing. Every torch function call outside a step now reads the pair on top
+    # (one call into torch's stack) and hands a pack not seen last time to the store
+    # check, which keeps the user's own weakly, as at a module call. Only the store check
+    # reads it: the graph walk's "saves unreadable" flag stays a module call's (a
+    # checkpointed function's hooks are torch's, and change nothing here). Cost: one
+    # stack read (under 1 us on this machine) and an identity test per op.
+    def _pack_at_op(self) -> None:
+        hooks = _top_saved_hooks()
+        if hooks is None or hooks is _UNKNOWN or hooks[0] is self._pack_seen:
+            return
+        self._pack_seen = hooks[0]
+        self._retention.hooks_seen(hooks[0])
+
+    def _fold_into_grads(self, func, args, passes: frozenset[int]) -> None:
+        """An op whose arguments carry `passes`: when it sets a parameter's `.grad` (or
+        its `.grad.data`), or writes a parameter's `.grad` in place, those passes are
+        folded into that gradient (Note [A gradient folded into the step's])."""
+        if not args:
+            return
+        owner = getattr(func, "__self__", None)
+        name = getattr(func, "__name__", "")
+        if name == "__set__" and owner is _GRAD:
+            targets = [id(args[0])] if id(args[0]) in self._params else []
+        elif name == "__set__" and owner is _DATA:
+            targets = [self._grad_ids[id(args[0])]] if id(args[0]) in self._grad_ids else []
+        elif _in_place(func):
+            params, grads = self._params, self._grad_ids
+            targets = [pid for t in (args[0] if isinstance(args[0], (list, tuple))
+                                     else (args[0],))
+                       if (pid := grads.get(id(t))) is not None
+                       and getattr(params.get(pid), "grad", None) is t]
+        else:
+            return
+        for pid in targets:
+            self._folded_in.setdefault(pid, set()).update(passes)
 
     def _function(self, func, args, kwargs):
         if is_backward(func):   # Note [A backward patched over Tensor.backward]
@@ -1122,6 +1227,8 @@ class DoctorProbe(TorchFunctionMode):
                         out = func(*args, **kwargs)
                         if name == "__get__" and out is not None:
                             self._order.read_by_script(args[0], out)
+                            if self._bws.get(id(args[0])):   # Note [A gradient folded
+                                self._folded.read(out, self._bws[id(args[0])])  # into ...]
                         # a read that found no gradient used none (Note [Moved without
                         # reading the gradient]): `Module._apply` reads every `param.grad`
                         # to move it along
@@ -1901,6 +2008,7 @@ class DoctorProbe(TorchFunctionMode):
                                "ran_without": [], "taken": [], "eval_only": [],
                                "bw": [], "graded": 0}
         bws: set[int] = set()
+        folded: set[int] = set()   # Note [A gradient folded into the step's]
         self._before = {}
         fused = bool(getattr(opt, "defaults", {}).get("fused"))
         # Note [Where a clip and a step fall]: clipped? a repeat of the previous step?
@@ -1941,6 +2049,7 @@ class DoctorProbe(TorchFunctionMode):
                 rec["graded"] += g is not None
                 self._computed.discard(pid)
                 bws.update(self._bws.pop(pid, ()))
+                folded.update(self._folded_in.pop(pid, ()))
                 mixed = self._mixed.pop(pid, None)
                 if mixed is not None and g is not None:
                     mixed["step"] = self._steps + 1
@@ -1973,6 +2082,9 @@ class DoctorProbe(TorchFunctionMode):
                     self._before[pid] = (p._version, None, _checksum(p)
                                          if fused and g is not None else None)
         rec["bw"] = sorted(bws)
+        if folded - bws:   # Note [A gradient folded into the step's]: used, no micro-batches
+            rec["folded"] = sorted(folded - bws)
+        self._folded.used(bws | folded)
         rec["lr_zero"] = _lr_zero(opt)
         rec["state_empty"] = not _has_state(opt, params)   # Note [A step that builds state]
         self._state_mark = _state_mark(opt)

@@ -37,7 +37,7 @@ import re
 import sys
 import types
 import weakref
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import torch
 from torch import nn
@@ -71,6 +71,8 @@ class RetentionWatch:
 
     def __init__(self) -> None:
         self.roots: list[tuple[str, weakref.ref]] = []   # (name prefix, root module)
+        # the parameters the probe knows, held by a module or not (set by the probe)
+        self.known_params: Callable[[], Iterable[_Tensor]] = tuple
         # id() of the grad_fn nodes of the previous boundary, each also tagged with the
         # boundary's number in its metadata (holding the nodes would keep their graphs, and
         # the cycles under them, alive: Note [Tensors only the garbage collector frees])
@@ -452,8 +454,9 @@ class RetentionWatch:
     # the pair on top (one call into torch's stack) and keeps each distinct user pack weakly (its function, and
     # a bound method's object: a pack made per step dies with its step, and the check
     # forgets it); at a boundary each live pack's containers are counted as before, a
-    # container two packs name (a shared global) once. Known limitations: hooks seen only
-    # at a module call (a context around functional ops alone is not watched); hooks put
+    # container two packs name (a shared global) once. (A context around functional ops
+    # alone is read at its ops: Note [Saved-tensor hooks around a function] in
+    # doctor_probe.py.) Known limitation: hooks put
     # on one saved tensor (`grad_fn._raw_saved_self.register_hooks(pack, unpack)`) are not
     # seen: torch gives them back to no one. Cost per module call: the stack read, and
     # for a pack not seen before a few attribute reads and a cached file test.
@@ -488,6 +491,11 @@ class RetentionWatch:
 
     def _stores(self, step: int) -> list[dict[str, Any]]:
         resident, out, seen = self._state(), [], set()
+        # parameters no module call named (a forward of `F.linear` on the model's weights:
+        # Note [Saved-tensor hooks around a function] in doctor_probe.py) are resident too
+        for p in self.known_params():
+            with contextlib.suppress(RuntimeError, NotImplementedError):
+                resident.add(p.untyped_storage()._cdata)
         for fn, owner in self._live_packs():
             code = fn.__code__
             named: list[tuple[str, Any]] = [

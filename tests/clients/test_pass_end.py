@@ -77,3 +77,42 @@ def test_a_step_or_a_forward_right_after_backward_reads_as_before(order, peak, a
     assert not ph[ph["phase"] == "backward"].empty
     ends = [b for a, b in zip(ph["phase"], ph["phase"][1:]) if a == "backward"]
     assert set(ends) == {"other"}   # the pass always ends before what follows begins
+
+
+def test_the_doctor_reads_kept_gradients_put_back_as_used():
+    """`--order keep` puts the sum of both losses' kept gradients into `.grad` before the
+    step: every backward pass reaches the update. The doctor warned `dropped_update` "3 of
+    6 backward passes made gradients that no optimizer.step() used" (the second backward
+    found `.grad` None and the step credited it alone); now the kept gradients' passes are
+    folded into the step's (Note [A gradient folded into the step's],
+    memledger/trace/doctor_folded.py). The probe pass of `--order drop`, whose gradients a
+    zero_grad drops, is still found (its 2 of 5 passes at 3 steps)."""
+    from memledger.doctor.run import diagnose_in_process
+
+    from tests.clients.harness import HERE
+
+    report, outcome = diagnose_in_process(HERE / "train_pass_end.py", ["--order", "keep"], 3)
+    assert outcome.code == 0, outcome.reason
+    assert [f.line() for f in report.findings] == []
+    report, outcome = diagnose_in_process(HERE / "train_pass_end.py", ["--order", "drop"], 3)
+    (f,) = report.findings
+    assert f.check == "dropped_update"
+    assert (f.evidence["backward_passes"], f.evidence["dropped"]) == (5, 2)
+
+
+def test_a_backward_that_is_the_scripts_last_work_leaves_gradients():
+    """`--order end`: two steps, then the gradients cleared and one more backward, the
+    script's last work. Its pass never ended (no op, module call, `record_function` or step
+    after it; the model is freed as `main()` returns), so its new gradients were never
+    named, and "resident at the end" read them `temporary`: 16,908 B (the MLP's 16,900 B of
+    gradients and the last loss and its backward seed, 4 B each), no `gradient`. The
+    engine's callback at the pass's last node names them now (Note [Gradients named as the
+    engine finishes], memledger/trace/collector.py): `gradient` 16,900, `temporary` 8."""
+    led = ledger_pass("train_pass_end.py", ["--order", "end", "--steps", "2"], steps=3)
+    s = led.summary()
+    assert s.resident == _at(temporary=8)              # before: gradient 0, temporary 16,908
+    assert s.at_peak == _at(temporary=16_640)
+    assert led.peak().bytes == 84_264
+    fake = ledger_pass("train_pass_end.py", ["--order", "end", "--steps", "2"], steps=3,
+                       fake_device="cpu")
+    assert fake.summary().resident == s.resident

@@ -12,6 +12,8 @@ third: 4 passes a step, weighing their losses 2/3, 1/3, 2/3, 1/3 (each call its 
     python helper_accum.py --heads      # `heads_step`: two heads' means on one batch, summed,
                                         # divided by K: each pass weighs 1 (no finding: one
                                         # target tensor, heads of one batch)
+    python helper_accum.py --heads --bug   # undivided: each head weighs 1 a pass (once no
+                                           # finding: Note [Heads weighed each])
 """
 import sys
 

@@ -22,6 +22,12 @@ B) and the loss's weight total (4 B): 5 storages, 964 B a step (copies: 8, 1,860
                                            # the weight total 4); once no finding (only the
                                            # first pack seen was checked)
     python saved_hooks.py --stacked --fixed   # both pop (no finding)
+    python saved_hooks.py --functional     # the hooks around a function of the script's
+                                           # that calls no module (`F.linear` on the
+                                           # model's weights): the same 5 storages, 964 B
+                                           # a step; once no finding (hooks were read
+                                           # only at module calls)
+    python saved_hooks.py --functional --fixed   # (no finding)
 """
 import sys
 
@@ -57,6 +63,11 @@ def unpack_first(i):
     return kept.pop(i)
 
 
+def loss_of(x, y):
+    h = F.relu(F.linear(x, model[0].weight, model[0].bias))
+    return F.cross_entropy(F.linear(h, model[2].weight, model[2].bias), y)
+
+
 for step in range(4):
     x, y = torch.randn(8, 8), torch.randint(0, 4, (8,))
     if "--keep-last" in sys.argv:
@@ -66,6 +77,9 @@ for step in range(4):
             h = model[0](x)
             with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
                 loss = F.cross_entropy(model[2](model[1](h)), y)
+    elif "--functional" in sys.argv:
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            loss = loss_of(x, y)
     else:
         with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             loss = F.cross_entropy(model(x), y)

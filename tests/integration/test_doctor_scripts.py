@@ -423,6 +423,21 @@ BUGS = [
     ("garbage.py", ["--cycle", "frame"], "cyclic_garbage", "warning",
      ["`log_features()` and its RuntimeError's traceback", "[local 'feats']"],
      "error = str(e) if FIXED else e"),
+    # Note [A gradient folded into the step's] (trace/doctor_folded.py): kept gradients
+    # folded into nothing (a log), or kept by reference and zeroed in place: still drops
+    # Note [Heads weighed each] (doctor/accumulation.py): heads' means summed a pass,
+    # undivided over 2 micro-batches (each once no finding)
+    ("two_heads.py", ["--bug"], "loss_not_divided", "warning", ["2 losses (heads)"],
+     "(loss if args.bug else loss / K).backward()"),
+    ("two_heads.py", ["--bug", "--heads", "3"], "loss_not_divided", "warning",
+     ["3 losses (heads)"], "(loss if args.bug else loss / K).backward()"),
+    # Note [A loss module of its own] (trace/doctor_probe.py): once no finding
+    ("own_loss.py", ["--bug"], "loss_not_divided", "warning",
+     ["2 backward passes per optimizer step on the undivided loss"],
+     "(loss if BUG else loss / K).backward()"),
+    *[("kept_grads.py", ["--bug", b], "dropped_update", "warning",
+       ["3 of 6 backward passes made gradients that no optimizer.step() used"],
+       ("loss_of().backward()", 1)) for b in ("log", "zero")],
 ]
 
 
@@ -468,10 +483,17 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     ("late_grad_write.py", ["--fixed", "--inplace-data", "--clear", "data"]),
     # Note [Every pack hook the script registers]; Note [Passes that weigh whole means]
     ("saved_hooks.py", ["--stacked", "--fixed"]),
+    # Note [A gradient folded into the step's]: a loss's gradients kept and folded back
+    # (each once a false dropped_update: 3 of 6 passes)
+    *[("kept_grads.py", ["--fold", f]) for f in ("sum", "add", "clone", "foreach")],
     ("helper_accum.py", []), ("helper_accum.py", ["--whole"]),
     ("helper_accum.py", ["--whole", "--bug"]), ("helper_accum.py", ["--mean"]),
     # two heads' means on one batch, divided: 1 a pass, no whole means (one target tensor)
     ("helper_accum.py", ["--heads"]),
+    # Note [Heads weighed each]: heads on targets of their own, divided (the two once "2
+    # whole means")
+    ("two_heads.py", []), ("two_heads.py", ["--heads", "3"]),
+    ("own_loss.py", []),   # Note [A loss module of its own]
     ("accumulation.py", ["--fixed"]), ("retention.py", ["--fixed"]),
     ("accumulation.py", ["--fixed", "--none"]),   # Note [A loss reduced after the call]
     # Note [A state carried in from an earlier step] (doctor/graph.py): a cut_graph error
@@ -1252,3 +1274,71 @@ def test_accumulation_whose_backward_runs_in_a_helper_of_another_file_is_read_by
     (m,) = doctor("helper_accum.py", "--mean", "--bug").findings
     assert (m.check, m.evidence["micro_batches"]) == ("loss_not_divided", 2)
     assert m.where.line == line_of("micro_steps.py", "(loss / scale).backward()")
+
+
+def test_kept_gradients_folded_back_are_used_and_dropped_ones_still_counted():
+    """Note [A gradient folded into the step's] (trace/doctor_folded.py): each step, two
+    losses on batches of their own, a zero_grad before each backward; the first loss's
+    gradients kept (`[p.grad for p in params]`) and summed into `.grad` before the step.
+    The second backward found `.grad` None, so the step credited it alone, and the old code
+    warned "3 of 6 backward passes made gradients that no optimizer.step() used". Folded,
+    every pass is used; logged only, or kept by reference and zeroed in place (the second
+    backward then writes its own gradient into the kept tensors), the first is dropped."""
+    assert doctor("kept_grads.py", "--fold", "sum").findings == []
+    for bug in ("log", "zero"):
+        (f,) = doctor("kept_grads.py", "--bug", bug).findings
+        assert (f.check, f.severity) == ("dropped_update", "warning")
+        assert f.evidence == {"backward_passes": 6, "dropped": 3, "dropped_nonfinite": 0,
+                              "optimizer_steps": 3, "updates": 3}
+
+
+def test_a_store_filled_by_hooks_around_a_function_that_calls_no_module_is_counted():
+    """Note [Saved-tensor hooks around a function] (trace/doctor_probe.py): the leaky pair
+    entered around a function of the script's that runs the MLP by `F.linear` on its
+    weights, no module call inside. The hooks were read at module calls only: the old code
+    gave the graph walk's words ("`stash` carries autograd history ... each step adds 3
+    tensors, 896 B"), and of the store of copies nothing. Now the same numbers as the
+    module form: 5 storages, 964 B a step (copies: 8, 1,860 B); the parameters no module
+    call named are left out of the store as resident (W2, 256 B, once counted in step 1)."""
+    line = line_of("saved_hooks.py", "def pack(t):")
+    (f,) = doctor("saved_hooks.py", "--functional").findings
+    assert (f.check, f.severity, f.where.line) == ("cross_step_retention", "error", line)
+    assert f.evidence == {"steps": [1, 2, 3], "tensors_per_step": [5, 10, 15],
+                          "bytes_per_step": [964, 1_928, 2_892]}
+    assert "each step adds 5 tensors, 964 B" in f.message
+    (c,) = doctor("saved_hooks.py", "--functional", "--copy").findings
+    assert c.evidence == {"steps": [1, 2, 3], "tensors_per_step": [8, 16, 24],
+                          "bytes_per_step": [1_860, 3_720, 5_580]}
+    assert doctor("saved_hooks.py", "--functional", "--fixed").findings == []
+
+
+def test_heads_summed_a_pass_are_weighed_each():
+    """Note [Heads weighed each] (doctor/accumulation.py): two heads' mean squared errors
+    on targets of their own, summed a pass, 2 micro-batches a step. Undivided each head
+    weighs 1 a pass (2 a pass in all), which no run of 1 matched: the old code said
+    nothing; divided by 2 each weighs 1/2 (1 a pass), which the old code read as "2 whole
+    means". Deep supervision on one target (helper_accum.py --heads --bug) is found too."""
+    (f,) = doctor("two_heads.py", "--bug").findings
+    assert (f.check, f.severity) == ("loss_not_divided", "warning")
+    assert f.evidence == {"micro_batches": 2, "backward_passes": 2, "loss_weights": [2.0, 2.0],
+                          "steps": [1, 2, 3], "heads": 2}
+    assert f.message == (
+        "2 backward passes per optimizer step (steps 1-3) backpropagate 2 whole means: each "
+        "of a pass's 2 losses (heads) weighs 1 in each; the gradient is the sum of 2 "
+        "micro-batch means of each head, 2x their mean; scale each micro-batch's loss by "
+        "1/2 before its backward")
+    assert doctor("two_heads.py").findings == []
+    (h,) = doctor("helper_accum.py", "--heads", "--bug").findings
+    assert h.evidence["heads"] == 2 and h.evidence["loss_weights"] == [2.0, 2.0]
+    assert h.where.line == line_of("micro_steps.py", ("(loss / scale).backward()", 2))
+
+
+def test_a_loss_module_that_calls_no_functional_loss_is_read():
+    """Note [A loss module of its own] (trace/doctor_probe.py): a Charbonnier loss module
+    (a mean by hand, no `torch.nn.functional` loss), 2 micro-batches a step, undivided: the
+    old code recorded no loss and said nothing. Now its value is the backward's."""
+    (f,) = doctor("own_loss.py", "--bug").findings
+    assert (f.check, f.evidence["micro_batches"], f.evidence["steps"]) == \
+        ("loss_not_divided", 2, [1, 2, 3])
+    assert f.evidence["loss_values"] == f.evidence["backward_values"]
+    assert doctor("own_loss.py").findings == []

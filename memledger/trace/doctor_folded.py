@@ -1,0 +1,121 @@
+"""Gradients the script keeps, and the backward passes they carry into what it makes of them
+(Note [A gradient folded into the step's]).
+
+# Note [A gradient folded into the step's]
+`dropped_update` counts a backward pass as used when a step consumes a `.grad` it filled
+(Note [Which backward reached a parameter] in doctor_probe.py). A loop that keeps each
+loss's gradients and puts their sum back before the step (per-task gradients, as PCGrad
+keeps them) clears `.grad` between the losses:
+
+    for loss in (loss_a, loss_b):
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        kept.append([p.grad for p in params])   # the tensors, no copy
+    for p, *gs in zip(params, *kept):
+        p.grad = sum(gs)                        # both passes' gradients
+    opt.step()
+
+The second backward found `.grad` None (a fresh start), so its parameters' pending passes
+became [2], and the step credited pass 2 alone: the doctor warned "3 of 6 backward passes
+made gradients that no optimizer.step() used (a zero_grad ran before any step used them)"
+on tests/clients/train_pass_end.py `--order keep`, whose every pass reaches the update.
+
+The rule: a `.grad` the script reads (outside a step and a zero_grad) while passes are
+pending on it carries those passes; an op on such a tensor makes outputs that carry them
+too (the union over its tensor arguments, one level of lists: `g1 + g2`, `torch.stack(gs)`,
+`g.clone()`, `acc.add_(g)`); a carried tensor set as a parameter's `.grad` (or its
+`.grad.data`), or written into a parameter's current `.grad` in place (`p.grad.add_(k)`,
+`p.grad.copy_(k)`, `torch._foreach_add_(grads, kept)`), folds its passes into that
+parameter's gradient, and the step that consumes it uses them (`folded` in its record).
+A gradient read is its passes only while its version stays the one read: a
+`zero_grad(set_to_none=False)` zeroes it in place, and the next backward writes the next
+pass into the same tensor, so a kept reference to it holds the later pass, not the
+earlier one (tests/doctor/kept_grads.py `--bug zero`: a real drop, still found). A pass
+whose kept gradients only feed a log (their norm) is folded into nothing, and still a
+drop (`--bug log`).
+
+Not micro-batches: the folded passes are kept out of the step's `bw`, which the
+accumulation checks read (a sum of per-task gradients is the script's choice, not a loss
+left undivided). Known limitation: a value computed from a kept gradient that scales
+another pass's gradient (`p.grad.mul_(g1.norm())`) folds the kept pass too.
+
+Cost: nothing while no gradient with pending passes was read; then a scan of each op's
+tensor arguments (a dict lookup each) until a step uses those passes or the tensors die.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+
+_Tensor = torch.Tensor
+
+
+class FoldedGradients:
+    """id(tensor) -> (weak reference, the passes it carries, the version read or None)."""
+
+    def __init__(self) -> None:
+        self._of: dict[int, tuple[weakref.ref, frozenset[int], int | None]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._of)
+
+    def read(self, g: _Tensor, passes) -> None:
+        """The script read gradient `g`, which passes `passes` (not yet used) filled."""
+        try:
+            version = g._version
+        except RuntimeError:   # no version counter (an inference tensor): not followed
+            return
+        self._put(g, frozenset(passes), version)
+
+    def passes_in(self, args, kwargs) -> frozenset[int]:
+        """The passes the tensor arguments of an op carry, before it runs."""
+        out: set[int] = set()
+        for a in (*args, *kwargs.values()) if kwargs else args:
+            for t in a if isinstance(a, (list, tuple)) else (a,):
+                if isinstance(t, _Tensor):
+                    out.update(self.of(t))
+        return frozenset(out)
+
+    def of(self, t: _Tensor) -> frozenset[int]:
+        e = self._of.get(id(t))
+        if e is None or e[0]() is not t:
+            return frozenset()
+        if e[2] is not None and t._version != e[2]:   # cleared or written over since read
+            del self._of[id(t)]
+            return frozenset()
+        return e[1]
+
+    def made(self, out: Any, passes: frozenset[int]) -> None:
+        """The outputs of an op whose arguments carried `passes` carry them (an in-place
+        op's target among them: the union with what it carried)."""
+        for t in out if isinstance(out, (list, tuple)) else (out,):
+            if isinstance(t, _Tensor):
+                e = self._of.get(id(t))
+                read = e is not None and e[0]() is t and e[2] is not None
+                # a gradient read and written in place since (a clip's `_foreach_mul_`):
+                # still a gradient, at its new version
+                self._put(t, passes | (e[1] if e is not None and e[0]() is t else frozenset()),
+                          t._version if read else None)
+
+    def used(self, passes: set[int]) -> None:
+        """A step used `passes`: tensors carrying only those carry nothing that matters."""
+        for k in [k for k, e in self._of.items() if e[1] <= passes]:
+            del self._of[k]
+
+    def _put(self, t: _Tensor, passes: frozenset[int], version: int | None) -> None:
+        key = id(t)
+        of = self._of
+
+        def gone(ref: weakref.ref, key: int = key) -> None:
+            e = of.get(key)
+            if e is not None and e[0] is ref:
+                del of[key]
+
+        try:
+            ref = weakref.ref(t, gone)
+        except TypeError:
+            return
+        of[key] = (ref, passes, version)
