@@ -22,22 +22,36 @@ k=v;...` passes more options to x-transformers' Decoder (`w_k=v`: to Transformer
 """
 
 import argparse
+import contextlib
+import importlib.util
 import sys
 import types
 
 import torch
 import torch.nn.functional as F
 
-# vit_pytorch's __init__ imports its DINO trainer, which imports torchvision's transforms;
-# none of the models here use it, and torchvision is not in this environment.
-if "torchvision" not in sys.modules:
+
+@contextlib.contextmanager
+def torchvision_stand_in():
+    """vit_pytorch's __init__ imports its DINO trainer, which imports torchvision's
+    transforms; none of the models here use it, and torchvision is not in this environment:
+    a stand-in module while vit_pytorch imports, taken out again. Left in `sys.modules`, it
+    outlived the script in a test worker that runs scripts in its own process, and a library
+    imported later there read it as an installed torchvision with no spec (transformers'
+    `find_spec`: "torchvision.__spec__ is None", test_setfit_clients.py)."""
+    if "torchvision" in sys.modules or importlib.util.find_spec("torchvision") is not None:
+        yield
+        return
+    tv = types.ModuleType("torchvision")
+    tv.transforms = types.ModuleType("torchvision.transforms")
+    sys.modules["torchvision"] = tv
+    sys.modules["torchvision.transforms"] = tv.transforms
     try:
-        import torchvision  # noqa: F401
-    except ImportError:
-        tv = types.ModuleType("torchvision")
-        tv.transforms = types.ModuleType("torchvision.transforms")
-        sys.modules["torchvision"] = tv
-        sys.modules["torchvision.transforms"] = tv.transforms
+        import vit_pytorch  # noqa: F401  (its __init__, once, with the stand-in in place)
+        yield
+    finally:
+        sys.modules.pop("torchvision", None)
+        sys.modules.pop("torchvision.transforms", None)
 
 VOCAB = 128
 
@@ -70,6 +84,11 @@ def build(args):
                             dec_max_seq_len=args.seq + 1)
     kw = dict(image_size=16, patch_size=4, num_classes=10, dim=args.dim, depth=args.layers,
               heads=4, mlp_dim=2 * args.dim, dim_head=16)
+    with torchvision_stand_in():
+        return _vit(case, args, kw)
+
+
+def _vit(case, args, kw):
     if case == "vit":
         from vit_pytorch import ViT
         return ViT(dropout=0.1, emb_dropout=0.1, **kw)
