@@ -379,8 +379,10 @@ REAL_PREFIX = "real:"
 FAKE_ERRORS = (DataDependentOutputException, DynamicOutputShapeException,
                UnsupportedOperatorException)
 
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # memledger/
-_TORCH = os.path.dirname(os.path.abspath(torch.__file__))
+# Note [The frame a stand-in names]: directories end in a separator, so torch's does not
+# hold torchmetrics, torchvision or torchmdnet, nor memledger's a memledger_* package
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # memledger/
+_TORCH = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 
 
 def cuda_block_bytes(nbytes: int) -> int:
@@ -446,7 +448,8 @@ class FakeTarget:
 
 
 def user_frame(skip_memledger: bool = True):
-    """The innermost frame outside torch, memledger and runpy: the script's line."""
+    """The innermost frame outside torch, memledger and runpy: the line that reads a value
+    (Note [The frame a stand-in names])."""
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename

@@ -24,8 +24,27 @@ LOAD_CONST 'msg'; PRECALL; CALL; RAISE_VARARGS 1; L: ...`: False falls through t
 raise, so the stand-in is True. `if torch.allclose(x, y): return identity` (equiformer's
 rotation of an edge already on the y axis) raises on neither way: Rule 3's False, as
 before, since random points are not on the axis. A finiteness answer (Rule 3's
-`_memledger_healthy`) comes first; a value read by a check of another shape (stored in a
-variable first, compared with `is`, handed to another function) keeps the plain stand-in.
+`_memledger_healthy`) comes first; a bool stored in a variable first is followed as Note
+[A check on a stored bool] says; a value read by a check of another shape (compared with
+`is`, handed to another function) keeps the plain stand-in.
+
+# Note [A check on a stored bool]
+`ok = torch.allclose(a, b)` then `assert ok` (or `if not ok: raise ...`) reads the bool at
+the call, whose next instruction is a store, not the jump: the plain stand-in False failed
+the check. The bytecode is followed one step further, and only where that is exact: the
+call's bool is stored into a variable that is next used, in the same straight-line code
+(no branch, no return between), by a load of it straight into the conditional jump. Then
+the jump is read as if the call fed it (the two ways, as above). A function's local
+(`STORE_FAST`) may have other instructions between the store and the load as long as none
+touches it (no other function can read a local); a module's variable (`STORE_NAME`, a
+script's top level) must be loaded at once, since any call between could read it. Where
+the variable is used first in any other way (stored again, deleted, passed to a call,
+compared with `is`), or a branch comes first, there is no answer: Rule 3's False. Worked
+example (3.11): `CALL; STORE_NAME ok; LOAD_NAME ok; POP_JUMP_FORWARD_IF_TRUE L;
+LOAD_ASSERTION_ERROR; ...; RAISE_VARARGS 1; L:`: False raises, so True. A bool tensor stored
+first (`ok = (x == y).all()`) needs none of this: `if not ok` calls its `__bool__` from the
+jump itself. Not followed: a variable a closure shares (`STORE_DEREF`), 3.13's fused
+`STORE_FAST_LOAD_FAST` (no answer, the plain stand-in).
 
 The user is told: the stand-in record names the line and the value, and says why
 (`ANSWERED`): `show` prints "stand-in True for aten.allclose.default at hl_gauss.py:131
@@ -57,6 +76,10 @@ _PASS_THROUGH = frozenset({"TO_BOOL", "NOT_TAKEN", "CACHE", "EXTENDED_ARG", "NOP
 _ENDS = frozenset({"RETURN_VALUE", "RETURN_CONST", "RERAISE", "YIELD_VALUE",
                    "RETURN_GENERATOR"})
 _RAISE = "RAISE_VARARGS"
+# Note [A check on a stored bool]: a store of the bool, and the loads that read it back,
+# by kind (3.12's LOAD_FAST_CHECK is a local's load that checks it is bound)
+_STORES = {"STORE_FAST": "fast", "STORE_NAME": "name"}
+_LOADS = {"LOAD_FAST": "fast", "LOAD_FAST_CHECK": "fast", "LOAD_NAME": "name"}
 _MEMLEDGER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # memledger/
 _SCAN = 64   # instructions looked at on each way: a raise's message is built in fewer
 
@@ -74,9 +97,11 @@ def passing_value(frame: FrameType | None) -> bool | None:
     if i is None:
         return None
     if ins[i].opname not in _JUMPS:   # the call that gives the bool: the jump follows it
-        i += 1
-        while i < len(ins) and ins[i].opname in _PASS_THROUGH:
-            i += 1
+        i = _past(ins, i + 1)
+        if i < len(ins) and ins[i].opname in _STORES:   # Note [A check on a stored bool]
+            i = _stored_then_jumped(ins, i)
+            if i is None:
+                return None
         if i >= len(ins) or ins[i].opname not in _JUMPS:
             return None
     jump = ins[i]
@@ -87,6 +112,42 @@ def passing_value(frame: FrameType | None) -> bool | None:
     if jumped == fell:
         return None
     return (not on_true) if jumped else on_true
+
+
+def _past(ins: list, i: int) -> int:
+    """The first instruction from `i` that is not a pass-through."""
+    while i < len(ins) and ins[i].opname in _PASS_THROUGH:
+        i += 1
+    return i
+
+
+def _stored_then_jumped(ins: list, i: int) -> int | None:
+    """For the bool stored by `ins[i]` (Note [A check on a stored bool]): the conditional
+    jump on it where its first use after the store, in the same straight-line code, is a
+    load of it straight into that jump; None where it is used otherwise or not so."""
+    store = ins[i]
+    kind, name = _STORES[store.opname], store.argval
+    k = i + 1
+    if kind == "name":   # a module's variable: another function may read it, so at once
+        k = _past(ins, k)
+        ins_k = ins[k] if k < len(ins) else None
+        if ins_k is None or _LOADS.get(ins_k.opname) != kind or ins_k.argval != name:
+            return None
+    else:
+        for k in range(i + 1, min(i + _SCAN, len(ins))):
+            op = ins[k]
+            if op.opname in _ENDS or op.opname in _JUMPS or op.opcode in dis.hasjrel \
+                    or op.opcode in dis.hasjabs:
+                return None   # a branch first: the value may be read elsewhere
+            if op.argval == name and (op.opname in _STORES or op.opname in _LOADS
+                                      or op.opname.startswith("DELETE_")):
+                break
+        else:
+            return None
+        if _LOADS.get(ins[k].opname) != kind or ins[k].argval != name:
+            return None   # stored again, deleted, or a load of another kind
+    j = _past(ins, k + 1)
+    return j if j < len(ins) and ins[j].opname in _JUMPS else None
 
 
 def _raises(ins: list, i: int) -> bool:
