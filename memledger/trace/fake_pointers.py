@@ -19,12 +19,29 @@ to tell a wrapper from a tensor with memory (`Tensor.__deepcopy__`, `__reduce_ex
 a stand-in address made `copy.deepcopy` of a fake tensor copy a meta storage instead of
 cloning: `prepare_qat`'s deep copy then lost the observers' buffers (1,236 B resident in the
 real run, 0 in the fake one; tests/integration/test_fake.py).
+
+# Note [torch's warning on a fake's data pointer, not shown]
+torch's own answer for those callers comes with a warning, "Accessing the data pointer of
+FakeTensor is deprecated and will error in PyTorch 2.5. This is almost definitely a bug in
+your code ...", raised in C++ once per process (`TORCH_WARN_ONCE`) and so shown at the
+innermost Python frame, the wrapper's `return _ORIGINAL(t)`: torchmetrics' `add_state`
+deep-copies each state's default (`Tensor.__deepcopy__` asks `data_ptr() == 0`), and
+`trace --fake` of tests/clients/train_ema_metrics.py printed "memledger/trace/
+fake_pointers.py:52: UserWarning: Accessing the data pointer of FakeTensor ...". The
+warning is not the script's: its tensors are plain ones in a real run, which warns
+nothing, and the fake tensors are memledger's. Shown at the caller's line (Note [A warning
+the script's op raised]) it would name torch/_tensor.py, blaming code that is right. So
+the first such read is made with the warning ignored (inside `catch_warnings`, around
+this one call); torch warns once per process, so every later read is made plainly and
+costs nothing more. A script that reads a fake's pointer itself gets the stand-in address
+above, which warns nothing either, as its real run does not.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 import torch
 
@@ -33,6 +50,22 @@ import memledger
 _ORIGINAL = torch.Tensor.data_ptr
 # callers that get torch's own answer (0): torch itself, and memledger
 _OWN = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, memledger))
+
+
+_warned = False   # torch has warned (unseen) of a fake's data pointer in this process
+
+
+def _torchs_answer(t: torch.Tensor) -> int:
+    """torch's `data_ptr()` of a fake tensor, without its warning (Note [torch's warning on
+    a fake's data pointer, not shown])."""
+    global _warned
+    if _warned:
+        return _ORIGINAL(t)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor")
+        out = _ORIGINAL(t)
+    _warned = True
+    return out
 
 
 class DistinctPointers:
@@ -47,9 +80,10 @@ class DistinctPointers:
         fake = self._fake
 
         def data_ptr(t: torch.Tensor) -> int:
-            if not isinstance(t, fake) or \
-                    sys._getframe(1).f_code.co_filename.startswith(_OWN):
+            if not isinstance(t, fake):
                 return _ORIGINAL(t)
+            if sys._getframe(1).f_code.co_filename.startswith(_OWN):
+                return _torchs_answer(t)
             if t.fake_device.type == "meta":   # the script's own meta tensor: 0, as for real
                 return 0
             return t.untyped_storage()._cdata + t.storage_offset() * t.element_size()
