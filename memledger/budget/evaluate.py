@@ -14,7 +14,6 @@ A limit passes when actual <= budget: exactly at budget passes, one byte over fa
 
 from __future__ import annotations
 
-import os
 import statistics
 
 import numpy as np
@@ -24,6 +23,7 @@ from memledger.budget.baseline import growth, module_of, require_same_model
 from memledger.budget.model import BACKWARD_OUTSIDE_STEP, Budget
 from memledger.budget.result import CheckResult, LimitResult, TensorAtPeak
 from memledger.errors import BudgetError
+from memledger.ledger.fake_info import standin_site
 from memledger.ledger.model import Ledger
 from memledger.units import count
 
@@ -60,7 +60,7 @@ def _upper_bound(led: Ledger, peak_event: int) -> str:
     if not bounds:
         return ""
     first = bounds[0]
-    where = f"{os.path.basename(str(first.get('file', '')))}:{first.get('line', 0)}"
+    where = standin_site(str(first.get("file", "")), int(first.get("line", 0)))
     return (f"; an upper bound: {count(len(bounds), 'size')} read off values the run "
             f"does not have took {'its' if len(bounds) == 1 else 'their'} upper bound, first {first.get('op', '')} at {where}")
 

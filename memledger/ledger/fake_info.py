@@ -11,13 +11,26 @@ class StandIn(BaseModel):
     """A data-dependent value the fake run replaced (Note [Fake runs], Rule 3)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    file: str = Field(description="the script file of the line that asked for the value")
+    file: str = Field(description="the file of the line that read the value: the script's, "
+                      "or a library's where a library read it (torch's own functions name "
+                      "their caller)")
     line: int
     code: str = Field(description="that line's source text")
     op: str = Field(description="aten._local_scalar_dense (.item() etc.) or an upper-bound op")
     value: str = Field(description="the stand-in used, as text")
     why: str = Field(default="", description="why this value, where it is not Rule 3's "
                      "plain one (Rule 34: a check a real run passes)")
+
+
+def standin_site(file: str, line: int) -> str:
+    """`train.py:12`, or `torchmdnet/models/utils.py:306` for a library's file (its path
+    under site-packages: a library's `utils.py` alone names no one file), as `show` and
+    `check` print where a stand-in was read (Note [The frame a stand-in names],
+    trace/fake.py)."""
+    parts = file.replace("\\", "/").split("/")
+    at = max((i for i, p in enumerate(parts) if p in ("site-packages", "dist-packages")),
+             default=-1)
+    return f"{'/'.join(parts[at + 1:]) if at >= 0 else parts[-1]}:{line}"
 
 
 class FakeRun(BaseModel):

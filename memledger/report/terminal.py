@@ -11,6 +11,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from memledger.ledger.fake_info import standin_site
 from memledger.ledger.schema import CATEGORIES
 from memledger.ledger.summary import Summary
 from memledger.ledger.names import module_label
@@ -317,7 +318,7 @@ def _fake_line(s: Summary) -> Text:
         text += (f"\n  {f.real_storages} real tensors ({format_bytes(f.real_bytes)}): data read "
                  "for real, or literals' sources (real:cpu, in no category)")
     for si in f.standins[:8]:
-        text += f"\n  stand-in {si.value} for {si.op} at {si.file.rsplit('/', 1)[-1]}:{si.line}"
+        text += f"\n  stand-in {si.value} for {si.op} at {standin_site(si.file, si.line)}"
         text += f"  {si.code}" if si.code else ""
         text += f" ({si.why})" if si.why else ""
     if len(f.standins) > 8:
