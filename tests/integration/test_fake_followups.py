@@ -147,3 +147,23 @@ def test_a_stand_in_names_the_line_of_a_library_named_torch_something(tmp_path):
         (lib, 3, "aten._local_scalar_dense", "False"),
         (script, 6, "aten._local_scalar_dense", "True"),
     ]
+
+
+def test_a_stored_check_at_a_models_init_gives_the_real_ledger(tmp_path):
+    """hl-gauss-pytorch's init check (tests/integration/test_fake_checks.py) written with
+    the bool stored first, `ok = torch.allclose(...)` then `if not ok: raise ...`, in a
+    function: main stopped at the raise ("not the inverse"); now the fake ledger is the
+    real one to the byte, 15,464 B at the peak, every category."""
+    from tests.integration.test_fake_checks import CHECKED_TRANSFORM, _peaks
+
+    spelled = '        assert torch.allclose(symexp(symlog(x)), x, atol=1e-4), "not the inverse"\n'
+    stored = ('        ok = torch.allclose(symexp(symlog(x)), x, atol=1e-4)\n'
+              '        if not ok:\n'
+              '            raise ValueError("not the inverse")\n')
+    assert spelled in CHECKED_TRANSFORM
+    leds = _peaks(tmp_path, CHECKED_TRANSFORM.replace(spelled, stored))
+    real, fake = leds[False], leds[True]
+    assert fake.peak().bytes == real.peak().bytes == 15_464
+    assert fake.ledger.at_peak() == real.ledger.at_peak()
+    (si,) = [s for s in fake_info(fake.ledger).standins if s.op == "aten.allclose.default"]
+    assert (si.value, si.why, si.line) == ("True", ANSWERED, 17)
