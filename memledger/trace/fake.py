@@ -29,8 +29,9 @@ Rules (numbered so that code can point here):
    events: event numbers stay those of the real run. `.item()` (`_local_scalar_dense`)
    allocates nothing but is an event in a real run, so it is one in a fake run too, its
    value found first (Rule 3) and handed through the collector (`ITEM_VALUE`).
-3. Data-dependent values get a stand-in and a `{"k": "standin"}` record naming the script
-   line (once per line): `.item()`, `float(t)`, `int(t)`, `bool(t)`, `.tolist()`,
+3. Data-dependent values get a stand-in and a `{"k": "standin"}` record naming the line
+   that read it, a library's or the script's (once per line; Note [The frame a stand-in
+   names]): `.item()`, `float(t)`, `int(t)`, `bool(t)`, `.tolist()`,
    `torch.equal(a, b)`, a tensor used as an index -> 0, 0.0 or False (integer and bool
    results of up to SHADOW_NUMEL
    elements whose inputs are known are computed for real instead); a bool that comes from a finiteness check gets the
@@ -447,6 +448,22 @@ class FakeTarget:
         return FakeCollector(sink, target=self, **kwargs)
 
 
+# Note [The frame a stand-in names]
+# A stand-in record (Rule 3), and the one line of a fake run that cannot go on
+# (`cannot_run_fake_line`, Rule 24's one-hot), name the innermost frame outside torch,
+# memledger, runpy and frozen importlib: the line that read the value, a library's where
+# a library read it (hl_gauss.py:131), the script's where the script did or torch's own
+# Python did for it (`torch._assert`), as a library's warnings are shown at
+# its line (Note [A warning the script's op raised]). The test was a prefix of the file's
+# path, and torch's directory without its separator (`.../site-packages/torch`) is a
+# prefix of every library whose name begins with "torch": torchmdnet's `resize_to_fit`,
+# torchmetrics, torch_geometric, torchsde, ... were read as torch, and their lines named
+# the script's call (torchmd-net `--model et`: 4 stand-ins, all at train_torchmdnet.py:103
+# to :120, once per line, so "2 sizes took their upper bound"; now 15, at
+# torchmdnet/models/utils.py:306 and on, "10 sizes"; the ledger is unchanged). Both
+# directories now end in a separator. `show` and `check` print a library's file by its
+# path under site-packages (`standin_site`, ledger/fake_info.py): `utils.py` alone names
+# no one file.
 def user_frame(skip_memledger: bool = True):
     """The innermost frame outside torch, memledger and runpy: the line that reads a value
     (Note [The frame a stand-in names])."""

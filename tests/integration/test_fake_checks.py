@@ -110,7 +110,8 @@ def test_a_check_is_answered_by_the_way_that_does_not_raise(tmp_path):
     `assert` on `allclose`, `equal`, `.all()` read by the jump itself, `if not ...:
     raise`; line 9 `assert not`: False; line 10 torch's own `torch._assert`, whose frame
     reads it); a bool that only chooses a branch (line 11: no raise either way), one stored
-    before it is checked (13) or compared by `is` (14) keeps Rule 3's False."""
+    and never checked (13; a stored one checked next: test_fake_followups.py) or compared
+    by `is` (14) keeps Rule 3's False."""
     script = tmp_path / "checks.py"
     script.write_text(CHECKS)
     argv, path = list(sys.argv), list(sys.path)   # run_script sets both
