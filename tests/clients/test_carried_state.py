@@ -159,6 +159,7 @@ def test_the_last_steps_state_is_what_its_name_held_in_an_earlier_step():
         ["other", last_end, "activation"]]
 
 
+@pytest.mark.slow   # three ledger passes and a measure: 5.1 s here
 def test_a_carried_state_no_op_saved_reads_as_a_saved_one():
     """`--add --residual`: each cell adds to the state (`h = h_prev + tanh(x @ W_in)`) and
     the head reads `tanh(h)`, so no op saves the state: the `add` that makes it, the next
