@@ -108,8 +108,7 @@ def carried_until(df: pd.DataFrame, is_act: np.ndarray, marks: StepMarks,
     if not len(fwd) or not len(ends) or not (is_act.any() or is_temp.any()):
         return out
     col = {c: df[c].to_numpy(dtype=np.int64) for c in (
-        "created", "freed", "last_use", "saved_ev", "saved_last_ev", "unpack_ev", "saves",
-        "unpacks")}
+        "freed", "last_use", "saved_ev", "saved_last_ev", "unpack_ev", "saves", "unpacks")}
     j = np.searchsorted(ends, col["saved_ev"], side="left")   # the step of its first save
     ok = is_act & (col["saved_ev"] >= 0) & (j < len(ends))
     end = ends[np.minimum(j, len(ends) - 1)]
@@ -121,9 +120,7 @@ def carried_until(df: pd.DataFrame, is_act: np.ndarray, marks: StepMarks,
     read = ok & (j < len(ends) - 1) & (f < len(fwd)) & (col["last_use"] >= nxt)
     # Note [A state no op saved]: a product of the step's forward, held past its end and
     # read by the next step's forward (or from its first backward on)
-    tmp, last_tmp = _unsaved_state(df, is_temp, marks, col, read_in_fwd)
-    tend = ends[np.minimum(np.searchsorted(ends, col["created"], side="left"),
-                           len(ends) - 1)]
+    tmp, last_tmp, tend = _unsaved_state(df, is_temp, marks, col, read_in_fwd)
     out[read] = end[read]
     out[tmp] = tend[tmp]
     # the last step's, held past its end by a name that held an earlier step's carried state
@@ -161,15 +158,18 @@ def carried_until(df: pd.DataFrame, is_act: np.ndarray, marks: StepMarks,
 # (replay/prepared.py `_rule_categories`), as they read the saved state's `activation`:
 # every prediction is the number it was; its breakdown labels as `show` does.
 def _unsaved_state(df: pd.DataFrame, is_temp: np.ndarray, marks: StepMarks, col: dict,
-                   read_in_fwd: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """(carried from its step's end, held at the close by the last step): per storage,
-    the unsaved candidates of Note [A state no op saved]."""
+                   read_in_fwd: np.ndarray | None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(carried from its step's end, held at the close by the last step, the end of the
+    step it was made in): per storage, the unsaved candidates of Note [A state no op
+    saved]."""
     n = len(df)
     none = np.zeros(n, dtype=bool)
     fwd, bwd, ends, first = marks.fwd, marks.bwd, marks.ends, marks.first
     if not is_temp.any() or not len(first):
-        return none, none
-    created, freed, last_use = col["created"], col["freed"], col["last_use"]
+        return none, none, np.full(n, -1, dtype=np.int64)
+    created = df["created"].to_numpy(dtype=np.int64)
+    freed, last_use = col["freed"], col["last_use"]
     j = np.searchsorted(ends, created, side="left")         # the step it was made in
     has = is_temp & (j < len(ends))
     jj = np.minimum(j, len(ends) - 1)
@@ -188,7 +188,7 @@ def _unsaved_state(df: pd.DataFrame, is_temp: np.ndarray, marks: StepMarks, col:
     in_fwd = np.ones(n, dtype=bool) if read_in_fwd is None else read_in_fwd
     read = made & (j < len(ends) - 1) & (f < len(fwd)) & (last_use >= nxt) & \
         (in_fwd | ((nb < len(bwd)) & (last_use >= nback)))
-    return read, made & (j == len(ends) - 1) & (freed < 0)
+    return read, made & (j == len(ends) - 1) & (freed < 0), end
 
 
 # Note [A carried state, named by its holder]
