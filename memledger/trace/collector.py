@@ -3968,8 +3968,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
                  if v}
         products = {k: v for k, v in ((k, [s for s in v if s not in saved and s < hi])
                                       for k, v in held.items()) if v}
-        made = {k: v for k, v in ((k, [s for s in v if s not in saved and s >= hi])
-                                  for k, v in held.items()) if v}
+        setup = self._in_setup   # the first step's `hi` is 0: not what setup made
+        made = {k: v for k, v in ((k, [s for s in v if s not in saved and s >= hi and
+                                       s not in setup]) for k, v in held.items()) if v}
         if names or products or made:
             rec = {"k": "holders", "step": self._step, "ev": self._ev - 1, "names": names}
             if products:
