@@ -22,7 +22,8 @@ step k's end, and read by an op from step k+1's first forward on (its `last_use`
 has no next one: Note [The last step's state, by its holder] says which of its storages
 held at the close are the state it would carry; the others (the output the script holds
 until the next forward replaces it, saved by the loss and never read by the next step)
-stay `activation`, on the last step as on the others.
+stay `activation`, on the last step as on the others. A state no op saved is carried
+so too, `temporary` before its step's end: Note [A state no op saved].
 
 Note [A state the next step saves again]
 A carried state the next step saves again (`h_prev @ W_h`: the matmul saves its input;
@@ -140,7 +141,7 @@ def carried_until(df: pd.DataFrame, is_act: np.ndarray, marks: StepMarks,
 # made (Note [A step's product handed back by the next step]). tests/clients/
 # train_carried_state.py `--add --residual` (3 steps, each cell `h = h_prev +
 # tanh(x @ W_in)`, the head on `tanh(h)`): resident `temporary` 1,056 B (steps 2's and
-# 3's states, 512 B each, beside the 32 B loss scratch), `other` 0, where `--add` (`tanh`
+# 3's states, 512 B each, beside the loss's 32 B), `other` 0, where `--add` (`tanh`
 # saves the state) reads `other` 1,024 and `temporary` 32; at the peak step 1's state
 # read `other` from its `add` in step 1's forward on. hunt56c's tiers: the reference scan
 # `temporary`, the log-space minGRU (whose `exp` saves it) `other`. One thing to a user:
@@ -156,7 +157,9 @@ def carried_until(df: pd.DataFrame, is_act: np.ndarray, marks: StepMarks,
 # names that hold a live, unsaved storage the step made: Note [Who holds a saved storage
 # at a step's end], trace/step_holders.py). The replay's rules read `cat_before` for it
 # (replay/prepared.py `_rule_categories`), as they read the saved state's `activation`:
-# every prediction is the number it was; its breakdown labels as `show` does.
+# every prediction is the number it was; its breakdown labels as `show` does. After:
+# `--residual` resident `temporary` 32, `other` 1,024, as `--add`. Pinned: tests/clients/
+# test_carried_state.py, tests/unit/test_last_step_holders.py.
 def _unsaved_state(df: pd.DataFrame, is_temp: np.ndarray, marks: StepMarks, col: dict,
                    read_in_fwd: np.ndarray | None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
