@@ -32,9 +32,8 @@ that are not saved (a loss it kept: Note [A history the script keeps]); `made` (
 any) the live storages this step made that are not saved (a hidden state no op saved:
 Note [A state no op saved], ledger/carried.py; the step's output and loss beside it);
 `libs` the library functions among `names`' and `made`'s (Note [A loop a library runs]).
-So the record is a few
-entries a step; a frame whose walk raises (an object whose `__class__` raises) adds
-none, the other frames still do. Cost: one walk of the step's frames per step end: about
+So the record is a few entries a step; a frame whose walk raises (an object whose
+`__class__` raises) adds none, the other frames still do. Cost: one walk of the step's frames per step end: about
 0.4 ms for a frame holding a list of 100,000 tensors (64 items read), a list of 20 and a
 dict, on the fifty-fifth session's AMD EPYC at load 12 on 2 cores; reading the
 libraries' frames too (Note [A loop a library runs]) costs a Lightning step end about 0.5
