@@ -22,7 +22,8 @@ step k's end, and read by an op from step k+1's first forward on (its `last_use`
 has no next one: Note [The last step's state, by its holder] says which of its storages
 held at the close are the state it would carry; the others (the output the script holds
 until the next forward replaces it, saved by the loss and never read by the next step)
-stay `activation`, on the last step as on the others.
+stay `activation`, on the last step as on the others. A state no op saved is carried
+so too, `temporary` before its step's end: Note [A state no op saved].
 
 Note [A state the next step saves again]
 A carried state the next step saves again (`h_prev @ W_h`: the matmul saves its input;
@@ -92,15 +93,20 @@ from memledger.ledger.step_marks import StepMarks
 
 
 def carried_until(df: pd.DataFrame, is_act: np.ndarray, marks: StepMarks,
-                  holders: list = ()) -> np.ndarray:
+                  holders: list = (), is_temp: np.ndarray | None = None,
+                  read_in_fwd: np.ndarray | None = None) -> np.ndarray:
     """Per storage of `df` (the ledger's storages frame, with its saves and unpacks), the
     event from which the activation reads `other` (its step's end), -1 where it stays an
     activation (Note [A state carried into the next step]); `holders`: the ledger's
-    `holders` records (Note [The last step's state, by its holder])."""
+    `holders` records (Note [The last step's state, by its holder]). `is_temp`: per
+    storage, a product no role claims, a candidate by Note [A state no op saved], whose
+    `read_in_fwd` says its last use fell in a forward phase."""
     n = len(df)
     out = np.full(n, -1, dtype=np.int64)
     fwd, ends = marks.fwd, marks.ends
-    if not len(fwd) or not len(ends) or not is_act.any():
+    if is_temp is None or not len(fwd) or not len(ends):
+        is_temp = np.zeros(n, dtype=bool)
+    if not len(fwd) or not len(ends) or not (is_act.any() or is_temp.any()):
         return out
     col = {c: df[c].to_numpy(dtype=np.int64) for c in (
         "freed", "last_use", "saved_ev", "saved_last_ev", "unpack_ev", "saves", "unpacks")}
@@ -113,13 +119,79 @@ def carried_until(df: pd.DataFrame, is_act: np.ndarray, marks: StepMarks,
     f = np.searchsorted(fwd, end, side="right")
     nxt = fwd[np.minimum(f, len(fwd) - 1)]
     read = ok & (j < len(ends) - 1) & (f < len(fwd)) & (col["last_use"] >= nxt)
+    # Note [A state no op saved]: a product of the step's forward, held past its end and
+    # read by the next step's forward (or from its first backward on)
+    tmp, last_tmp, tend = _unsaved_state(df, is_temp, marks, col, read_in_fwd)
     out[read] = end[read]
+    out[tmp] = tend[tmp]
     # the last step's, held past its end by a name that held an earlier step's carried state
-    last = ok & (j == len(ends) - 1)
-    if read.any() and last.any() and len(holders):
+    last = ok & (j == len(ends) - 1) | last_tmp
+    if (read.any() or tmp.any()) and last.any() and len(holders):
         hit = _held_as_state(df.index, out, int(ends[-1]), holders) & last
-        out[hit] = end[hit]
+        out[hit] = np.where(ok[hit], end[hit], tend[hit])
     return out
+
+
+# Note [A state no op saved]
+# The rule above reads a state the step's graph saved; a state no op saves, made by an
+# `add` and read by the next step's `add` (accelerated-scan's reference scan; assoc-scan's
+# `AssocScan` hands on an interleave's `stack`), has no role, and Note [Kept by the
+# script across a step] read it by its lifetime: the step's product, `temporary`, unless
+# the script held it over the whole next step, where it read `other` from the event it was
+# made (Note [A step's product handed back by the next step]). tests/clients/
+# train_carried_state.py `--add --residual` (3 steps, each cell `h = h_prev +
+# tanh(x @ W_in)`, the head on `tanh(h)`): resident `temporary` 1,056 B (steps 2's and
+# 3's states, 512 B each, beside the loss's 32 B), `other` 0, where `--add` (`tanh`
+# saves the state) reads `other` 1,024 and `temporary` 32; at the peak step 1's state
+# read `other` from its `add` in step 1's forward on. hunt56c's tiers: the reference scan
+# `temporary`, the log-space minGRU (whose `exp` saves it) `other`. One thing to a user:
+# state the script carries between steps. So a storage no role claims (here `temporary`,
+# or `other` by that lifetime rule, unnamed), made in step k's forward (from its first
+# forward to its first backward), held past step k's end and read from step k+1's first
+# forward on by an op in a forward phase (or from that step's first backward on: Note
+# [Read by the next step]), reads `temporary` until step k's end and `other` from there,
+# as the saved one reads `activation` then `other`. In a forward phase: a loss the script
+# prints after an evaluation's forward between two steps is read in the loss phase, the
+# step's product as before. The last step's state held at the close is read by its holder
+# (Note [The last step's state, by its holder]) from the `holders` record's `made` (the
+# names that hold a live, unsaved storage the step made: Note [Who holds a saved storage
+# at a step's end], trace/step_holders.py). The replay's rules read `cat_before` for it
+# (replay/prepared.py `_rule_categories`), as they read the saved state's `activation`:
+# every prediction is the number it was; its breakdown labels as `show` does. After:
+# `--residual` resident `temporary` 32, `other` 1,024, as `--add`. Pinned: tests/clients/
+# test_carried_state.py, tests/unit/test_last_step_holders.py.
+def _unsaved_state(df: pd.DataFrame, is_temp: np.ndarray, marks: StepMarks, col: dict,
+                   read_in_fwd: np.ndarray | None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(carried from its step's end, held at the close by the last step, the end of the
+    step it was made in): per storage, the unsaved candidates of Note [A state no op
+    saved]."""
+    n = len(df)
+    none = np.zeros(n, dtype=bool)
+    fwd, bwd, ends, first = marks.fwd, marks.bwd, marks.ends, marks.first
+    if not is_temp.any() or not len(first):
+        return none, none, np.full(n, -1, dtype=np.int64)
+    created = df["created"].to_numpy(dtype=np.int64)
+    freed, last_use = col["freed"], col["last_use"]
+    j = np.searchsorted(ends, created, side="left")         # the step it was made in
+    has = is_temp & (j < len(ends))
+    jj = np.minimum(j, len(ends) - 1)
+    end = ends[jj]
+    k = np.searchsorted(first, end, side="right") - 1       # that step's first forward
+    start = first[np.maximum(k, 0)]
+    b = np.searchsorted(bwd, start, side="left")
+    back = bwd[np.minimum(b, len(bwd) - 1)] if len(bwd) else end
+    back = np.where((b < len(bwd)) & (back <= end), back, end)
+    made = has & (k >= 0) & (created >= start) & (created < back) & \
+        ((freed < 0) | (freed > end))
+    f = np.searchsorted(fwd, end, side="right")             # the next step's first forward
+    nxt = fwd[np.minimum(f, len(fwd) - 1)]
+    nb = np.searchsorted(bwd, end, side="right")            # and its first backward
+    nback = bwd[np.minimum(nb, len(bwd) - 1)] if len(bwd) else nxt
+    in_fwd = np.ones(n, dtype=bool) if read_in_fwd is None else read_in_fwd
+    read = made & (j < len(ends) - 1) & (f < len(fwd)) & (last_use >= nxt) & \
+        (in_fwd | ((nb < len(bwd)) & (last_use >= nback)))
+    return read, made & (j == len(ends) - 1) & (freed < 0), end
 
 
 # Note [A carried state, named by its holder]
@@ -153,15 +225,25 @@ def carried_names(index: pd.Index, carried: np.ndarray, holders: list) -> np.nda
     out = np.full(len(index), "", dtype=object)
     if not len(holders) or not (carried >= 0).any():
         return out
-    recs = [(int(r["ev"]), name, [int(x) for x in sids])
-            for r in holders for name, sids in (r.get("names") or {}).items()]
+    recs = _records(holders)
     libs = {fn for r in holders for fn in (r.get("libs") or ())}
-    shown = _shown_names([name for _, name, _ in recs], libs)
-    rows = iter(index.get_indexer([x for _, _, sids in recs for x in sids]).tolist())
+    # the names that hold a saved storage, and those that hold an unsaved carried state
+    # (Note [A state no op saved]): a name holding the step's other products is no holder
+    saved = {name for _, name, _ in _records(holders, ("names",))}
+    rows = index.get_indexer([x for _, _, sids in recs for x in sids])
+    at, held_state = 0, set()
+    for ev, name, sids in recs:
+        hit = rows[at:at + len(sids)]
+        at += len(sids)
+        if name not in saved and ((hit >= 0) & (carried[np.maximum(hit, 0)] == ev)).any():
+            held_state.add(name)
+    shown = _shown_names([name for _, name, _ in recs if name in saved | held_state], libs)
+    rows = iter(rows.tolist())
     names: dict[int, list[str]] = {}
     for ev, name, sids in recs:   # one `get_indexer` over every record (a long run's many)
         for row in (next(rows) for _ in sids):
-            if row >= 0 and carried[row] == ev and name not in names.setdefault(row, []):
+            if row >= 0 and carried[row] == ev and name in shown and \
+                    name not in names.setdefault(row, []):
                 names[row].append(name)
     for row, held in names.items():
         vs = list(dict.fromkeys(shown[n][0] for n in held))
@@ -203,8 +285,7 @@ def _held_as_state(index: pd.Index, carried: np.ndarray, close: int,
     """Per storage: held at the step end `close` by a name that, at an earlier step's end,
     held a storage carried from that end (`carried` its event: Note [The last step's
     state, by its holder])."""
-    recs = [(int(r["ev"]), name, [int(s) for s in sids])
-            for r in holders for name, sids in (r.get("names") or {}).items()]
+    recs = _records(holders)
     flat = [s for _, _, sids in recs for s in sids]
     rows = iter(index.get_indexer(flat).tolist())
     state: set[str] = set()
@@ -219,3 +300,16 @@ def _held_as_state(index: pd.Index, carried: np.ndarray, close: int,
     for name in state & set(at_close):
         out[at_close[name]] = True
     return out
+
+
+def _records(holders: list, keys: tuple[str, ...] = ("names", "made")
+             ) -> list[tuple[int, str, list[int]]]:
+    """(event, name, sids) per name of each `holders` record: the saved storages it holds
+    (`names`) and the unsaved ones its step made (`made`: Note [A state no op saved])."""
+    out: dict[tuple[int, str], list[int]] = {}
+    for r in holders:
+        ev = int(r["ev"])
+        for key in keys:
+            for name, sids in (r.get(key) or {}).items():
+                out.setdefault((ev, name), []).extend(int(x) for x in sids)
+    return [(ev, name, sids) for (ev, name), sids in out.items()]

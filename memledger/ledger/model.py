@@ -1125,7 +1125,8 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
     # A parameter or buffer belongs to the module that owns it, whatever op made its storage.
     # So does a named `other` (a module the script never calls: Note [Modules never called])
     owned = df["category"].isin(["parameter", "buffer", "other"]).to_numpy() & \
-        (df["name"] != "").to_numpy() & (df["cat_before"] != "activation").to_numpy()
+        (df["name"] != "").to_numpy() & \
+        ~df["cat_before"].isin(["activation", "temporary"]).to_numpy()
     # (a carried state's name is the script's variable, no module's path: its module stays
     # the op's, Note [A carried state, named by its holder] in ledger/carried.py)
     df.loc[owned, "module"] = [n.rpartition(".")[0] for n in df.loc[owned, "name"]]
@@ -1241,11 +1242,17 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] =
                                                    for n in past["name"].astype(str)]
     # Note [A state carried into the next step] (ledger/carried.py): `other` from its step's
     # end, the activation before
+    # Note [A state no op saved] (ledger/carried.py): an unsaved one, `temporary` before
+    cat = df["category"].to_numpy()
+    unsaved = np.isin(cat, ("temporary", "other")) & (df["name"] == "").to_numpy() & \
+        (df["phase"] != "setup").to_numpy() & ~df["pre"].to_numpy(dtype=bool) & (until < 0)
     carried = carried_until(
-        df, (df["category"] == "activation").to_numpy() & (until < 0),
-        step_marks(phases, steps) if marks is None else marks, holders)
+        df, (cat == "activation") & (until < 0),
+        step_marks(phases, steps) if marks is None else marks, holders, unsaved,
+        _read_in_forward(df, phases) if unsaved.any() else None)
     if (at := np.flatnonzero(carried >= 0)).size:
-        until[at], before[at] = carried[at], "activation"
+        until[at] = carried[at]
+        before[at] = np.where(cat[at] == "activation", "activation", "temporary")
         name[at], module[at] = df["name"].to_numpy()[at], df["module"].to_numpy()[at]
         df.iloc[at, df.columns.get_loc("category")] = "other"
         # Note [A carried state, named by its holder] (ledger/carried.py)
@@ -1254,6 +1261,18 @@ def _earlier_roles(df: pd.DataFrame, roles: pd.DataFrame, phases: list[Record] =
             df.iloc[by, df.columns.get_loc("name")] = held[by]
     df["cat_until"], df["cat_before"], df["name_before"], df["module_before"] = \
         until, before, name, module
+
+
+def _read_in_forward(df: pd.DataFrame, phases: list[Record]) -> np.ndarray:
+    """Per storage: its last use fell in a forward phase (the phase records' last at or
+    before it; Note [A state no op saved] in ledger/carried.py)."""
+    recs = sorted((int(r["ev"]), r.get("ph") == "forward") for r in phases)
+    if not recs or "last_use" not in df:
+        return np.zeros(len(df), dtype=bool)
+    evs = np.array([e for e, _ in recs], dtype=np.int64)
+    fwd = np.array([f for _, f in recs], dtype=bool)
+    i = np.searchsorted(evs, df["last_use"].to_numpy(dtype=np.int64), side="right") - 1
+    return (i >= 0) & fwd[np.maximum(i, 0)]
 
 
 def _categories(df: pd.DataFrame, roles: pd.DataFrame, saved: pd.DataFrame,

@@ -1040,10 +1040,13 @@ def _rule_categories(st: pd.DataFrame) -> np.ndarray:
     """The category the replay's rules read: the ledger's, but an activation the script
     carried into the next step (`other` from its step's end on, `cat_before` `activation`:
     Note [A state carried into the next step] in ledger/carried.py) is the activation it
-    was, whose saves the rules drop, offload and remake as before."""
+    was, whose saves the rules drop, offload and remake as before; an unsaved one (Note [A
+    state no op saved]) the temporary it was."""
     cat = st["category"]
     if "cat_before" in st:
         cat = cat.mask((st["cat_before"] == "activation").to_numpy(), "activation")
+        # Note [A state no op saved] (ledger/carried.py): the temporary it was, too
+        cat = cat.mask((st["cat_before"] == "temporary").to_numpy(), "temporary")
     return cat.map(CAT_INDEX).fillna(OTHER).to_numpy(dtype=np.int64)
 
 

@@ -3956,9 +3956,9 @@ class Collector(ShardingMixin, TorchDispatchMode):
         lo, hi = self._step_sids   # sids the step before made: [its start, its end)
         self._step_sids = (hi, self._next_sid)
 
-        def sid_of(t) -> int:
-            sid = sids.get(storage_key(t), -1)
-            return sid if sid in saved or lo <= sid < hi else -1
+        def sid_of(t) -> int:   # saved; the step before's; this step's (Note [A state
+            sid = sids.get(storage_key(t), -1)   # no op saved], ledger/carried.py)
+            return sid if sid in saved or lo <= sid else -1
 
         try:
             held, libs = step_holders(sys._getframe(1), sid_of)
@@ -3966,14 +3966,20 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return          # read (a proxy's `__class__`): a label is never worth the trace
         names = {k: v for k, v in ((k, [s for s in v if s in saved]) for k, v in held.items())
                  if v}
-        products = {k: v for k, v in ((k, [s for s in v if s not in saved])
+        products = {k: v for k, v in ((k, [s for s in v if s not in saved and s < hi])
                                       for k, v in held.items()) if v}
-        if names or products:
+        setup = self._in_setup   # the first step's `hi` is 0: not what setup made
+        made = {k: v for k, v in ((k, [s for s in v if s not in saved and s >= hi and
+                                       s not in setup]) for k, v in held.items()) if v}
+        if names or products or made:
             rec = {"k": "holders", "step": self._step, "ev": self._ev - 1, "names": names}
             if products:
                 rec["products"] = products
+            if made:
+                rec["made"] = made
             if libs:
-                rec["libs"] = [fn for fn in libs if any(k.startswith(fn + ":") for k in names)]
+                rec["libs"] = [fn for fn in libs if any(k.startswith(fn + ":")
+                                                        for k in (*names, *made))]
             self.sink.write(rec)
 
     # Note [State made between steps]

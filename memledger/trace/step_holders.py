@@ -1,6 +1,7 @@
 """Which names of the frames a step ends in hold a saved storage (`holders` records), for
-the ledger's rule on the last step's carried state, and which hold what the step before
-made (their `products`, for Note [A history the script keeps] in ledger/held_roles.py).
+the ledger's rule on the last step's carried state, which hold what the step before
+made (their `products`, for Note [A history the script keeps] in ledger/held_roles.py)
+and what the step made unsaved (`made`, Note [A state no op saved] in ledger/carried.py).
 
 # Note [Who holds a saved storage at a step's end]
 The ledger knows when a storage was made, saved, read and freed, not who held it. For a
@@ -27,10 +28,12 @@ dict (a `dict_values` view among them: HRM-pytorch hands its hidden states so)
 `function:variable[i]` or `function:variable['key']` (the first 64 items), an attribute
 of a method's receiver `function:self.attr`. `names` holds the storages saved for a
 backward and still live; `products` (where any) the live storages the step before made
-that are not saved (a loss it kept: Note [A history the script keeps]); `libs` the
-library functions among `names`' (Note [A loop a library runs]). So the record is a few
-entries a step; a frame whose walk raises (an object whose `__class__` raises) adds
-none, the other frames still do. Cost: one walk of the step's frames per step end: about
+that are not saved (a loss it kept: Note [A history the script keeps]); `made` (where
+any) the live storages this step made that are not saved (a hidden state no op saved:
+Note [A state no op saved], ledger/carried.py; the step's output and loss beside it);
+`libs` the library functions among `names`' and `made`'s (Note [A loop a library runs]).
+So the record is a few entries a step; a frame whose walk raises (an object whose
+`__class__` raises) adds none, the other frames still do. Cost: one walk of the step's frames per step end: about
 0.4 ms for a frame holding a list of 100,000 tensors (64 items read), a list of 20 and a
 dict, on the fifty-fifth session's AMD EPYC at load 12 on 2 cores; reading the
 libraries' frames too (Note [A loop a library runs]) costs a Lightning step end about 0.5

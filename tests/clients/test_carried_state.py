@@ -157,3 +157,52 @@ def test_the_last_steps_state_is_what_its_name_held_in_an_earlier_step():
     state = st[(st["op"] == "tanh.default") & (st["bytes"] == 6 * STATE)]   # 48 rows x 16 fp32
     assert state[["category", "cat_until", "cat_before"]].values.tolist() == [
         ["other", last_end, "activation"]]
+
+
+@pytest.mark.slow   # three ledger passes and a measure: 5.1 s here
+def test_a_carried_state_no_op_saved_reads_as_a_saved_one():
+    """`--add --residual`: each cell adds to the state (`h = h_prev + tanh(x @ W_in)`) and
+    the head reads `tanh(h)`, so no op saves the state: the `add` that makes it, the next
+    step's `add` that reads it and the head's `tanh` save nothing of it (accelerated-scan's
+    reference scan carries its state so). Before, it read by its lifetime (Note [Kept by
+    the script across a step]): step 1's state `other` from the `add` that made it in step
+    1's forward (held by `carried` over the whole of step 2), steps 2's and 3's
+    `temporary`, so resident `temporary` 1,056 B and `other` 0, where `--add` (whose
+    `tanh` saves the state) reads 32 and 1,024. Now (Note [A state no op saved]) it reads
+    as the saved one does: the step's `temporary` until its step's end, `other`, named
+    `h (carried by the script)`, from there; the last step's by its holder (`h` in the
+    `holders` record's `made`). Predictions: the same number (the replay's rules read the
+    temporary it was), the breakdown labelled as `show` is."""
+    pol = "offload:cell"
+    run = run_client("train_carried_state.py", ["--add", "--residual"], [pol], steps=3)
+    led = run.ledger
+    assert led.peak_with_scratch() == run.ledger_peak == run.allocator_peak == 6_536
+    s = run.summary
+    assert (s.at_peak["temporary"], s.at_peak["other"]) == (1_056, STATE)    # as before
+    assert (s.resident["temporary"], s.resident["other"]) == (32, 2 * STATE)  # 1,056, 0
+    saved = ledger_pass("train_carried_state.py", ["--add"], steps=3).summary().resident
+    assert (s.resident["temporary"], s.resident["other"]) == (saved["temporary"],
+                                                              saved["other"])
+    st = led.storages
+    ends = led.steps["ev"].astype(int).tolist()
+    state = st[st["op"] == "add.Tensor"].query("bytes == @STATE and category == 'other'")
+    assert state[["module", "cat_before", "cat_until", "name"]].values.tolist() == [
+        ["cell", "temporary", end, "h (carried by the script)"] for end in ends]
+    sid = int(state.index[0])           # step 1's: before, `other` from its `add` on
+    assert led.live_at(ends[0] - 1).loc[sid, ["category", "name"]].tolist() == [
+        "temporary", ""]
+    assert led.live_at(ends[0]).loc[sid, ["category", "name"]].tolist() == [
+        "other", "h (carried by the script)"]
+    curves = led.curve_by_category()
+    assert (curves.sum(axis=1).to_numpy() == led.curve()).all()
+    p = run.policies[pol]
+    assert p.predicted == p.measured == 7_020                        # as before
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    at = predict(led, [parse_policy(pol)], bandwidth=1e9).policies[0].at_peak
+    assert (at["temporary"], at["other"]) == (2_660, STATE)         # as before
+    fake = ledger_pass("train_carried_state.py", ["--add", "--residual"], steps=3,
+                       fake_device="cpu")
+    assert (fake.peak().bytes, fake.at_peak(), fake.summary().resident) == (
+        6_536, led.at_peak(), s.resident)

@@ -18,6 +18,11 @@ script holds as `states` as for logging: the first, a `tanh` in `cell` of the ca
 state's bytes, is held into the next step and read by none), `--grow` (with `--add`: the
 carried state keeps its past rows, `tanh(cat(h_prev, x @ W_in))`, a memory that grows by a
 batch each unrolled cell, so each step carries other bytes than the step before).
+`--residual` (with `--add`): a state no op saves (Note [A state no op saved], memledger/
+ledger/carried.py): each cell adds to the state, `h = h_prev + tanh(x @ W_in)`, and the
+head reads `tanh(h)`; the `add` that makes the state, the next step's `add` that reads it
+and the head's `tanh` save nothing of it (accelerated-scan's reference scan carries its
+state so).
 
     memledger trace tests/clients/train_carried_state.py -o run.ledger --steps 3 -- --add
     memledger show run.ledger     # the carried state reads `other` from its step's end
@@ -30,14 +35,19 @@ from torch import nn
 
 
 class Cell(nn.Module):
-    def __init__(self, dim: int, add: bool, grow: bool = False) -> None:
+    def __init__(self, dim: int, add: bool, grow: bool = False,
+                 residual: bool = False) -> None:
         super().__init__()
         self.inp = nn.Linear(dim, dim)
         self.rec = None if add else nn.Linear(dim, dim, bias=False)
         self.grow = grow
+        self.residual = residual
 
     def forward(self, x: torch.Tensor, h: torch.Tensor | None) -> torch.Tensor:
         z = self.inp(x)
+        if self.residual:                    # the state's `add` saves nothing of it
+            z = torch.tanh(z)
+            return z if h is None else h + z
         if h is not None and self.grow:
             z = torch.cat([h, z])            # (rows + batch, dim): the past rows kept
         elif h is not None:
@@ -46,9 +56,10 @@ class Cell(nn.Module):
 
 
 class Net(nn.Module):
-    def __init__(self, dim: int, add: bool, grow: bool = False) -> None:
+    def __init__(self, dim: int, add: bool, grow: bool = False,
+                 residual: bool = False) -> None:
         super().__init__()
-        self.cell = Cell(dim, add, grow)
+        self.cell = Cell(dim, add, grow, residual)
         self.head = nn.Linear(dim, 1)
 
     def forward(self, xs: torch.Tensor, h: torch.Tensor | None
@@ -58,6 +69,8 @@ class Net(nn.Module):
             h = self.cell(x, h)
             states.append(h)
         # `--grow`: the head reads the batch's own rows, the last
+        if self.cell.residual:            # `tanh` saves its result, not the state
+            return self.head(torch.tanh(h)), h, states
         return self.head(h[-len(x):] if self.cell.grow else h), h, states
 
 
@@ -68,10 +81,11 @@ def main() -> None:
     ap.add_argument("--add", action="store_true")
     ap.add_argument("--states", action="store_true")
     ap.add_argument("--grow", action="store_true")
+    ap.add_argument("--residual", action="store_true")
     args = ap.parse_args()
     torch.manual_seed(0)
     dim, batch = 16, 8
-    model = Net(dim, args.add or args.grow, args.grow)
+    model = Net(dim, args.add or args.grow or args.residual, args.grow, args.residual)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     h = None                        # the first step starts from no state
     for _ in range(args.steps):

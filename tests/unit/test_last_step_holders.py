@@ -204,3 +204,32 @@ def test_a_step_before_product_held_as_an_item_at_the_close_is_kept():
     assert kept({"main:losses[0]": [5], "main:losses[1]": [6]}) == [True, False]
     assert kept({"main:loss": [5]}) == [False, False]
     assert kept_across_a_step(created, freed, created, marks).tolist() == [False, False]
+
+
+def test_a_state_no_op_saved_is_carried_as_a_saved_one():
+    """Note [A state no op saved]: unsaved products of a step's forward (no saves, no
+    unpacks). sid 5: step 1's state, made at 3, read by step 2's forward at 22, freed at
+    35: `other` from step 1's end (20). sid 6: step 2's, held at the close by `h`, which
+    held sid 5 (in `made`) at step 1's end: from 40. sid 7: step 1's loss, printed at 24
+    in the loss phase after step 2's forward began: not read by a forward, stays. sid 8:
+    step 2's output, held at the close by `out`, which never held a carried state: stays.
+    sid 9: made in step 1's update (15, after its backward), read by step 2's forward:
+    no product of the forward, stays (Note [Read by the next step] reads those)."""
+    phases = PHASES[:3] + [{"ev": 24, "ph": "loss"}] + PHASES[3:]
+    df = pd.DataFrame({
+        "created":       [3, 23, 6, 26, 15],
+        "freed":         [35, -1, 36, -1, 37],
+        "last_use":      [22, 26, 24, 27, 22],
+        "saved_ev":      [-1] * 5, "saved_last_ev": [-1] * 5, "unpack_ev": [-1] * 5,
+        "saves":         [0] * 5, "unpacks": [0] * 5,
+    }, index=pd.Index([5, 6, 7, 8, 9], name="sid"))
+    in_fwd = np.array([True, True, False, True, True])   # phase at each last use: 22 and
+    holders = [{"k": "holders", "step": 1, "ev": 20, "names": {},   # 26, 27 forward; 24 loss
+                "made": {"main:h": [5], "main:loss": [7]}},
+               {"k": "holders", "step": 2, "ev": 40, "names": {},
+                "made": {"main:h": [6], "main:out": [8]}}]
+    until = carried_until(df, np.zeros(len(df), dtype=bool), step_marks(phases, STEPS),
+                          holders, np.ones(len(df), dtype=bool), in_fwd)
+    assert until.tolist() == [20, 40, -1, -1, -1]
+    assert carried_names(df.index, until, holders).tolist() == [
+        "h (carried by the script)", "h (carried by the script)", "", "", ""]
