@@ -17,11 +17,14 @@ Options: `--model coconut|multi` (`multi`: the library's multi-stream Coconut),
 residual streams (4; 1 turns hyper-connections off), `--learn-bot` (the begin-of-thought
 loss), `--lib-checkpoint` (the library's own `checkpoint_sequential` over the recurrent
 calls), `--dim`, `--depth`, `--batch`, `--prompt`, `--answer` lengths, `--accum N`
-(gradient accumulation), `--clip X` (clip_grad_norm_), `--optim adam|adamw|sgd`,
+(gradient accumulation), `--clip X` (clip_grad_norm_), `--optim adam|adamw|sgd`, `--amp` (the forward under
+bfloat16 autocast),
+`--generate` (the README's `model.generate` after each step, in eval),
 `--bug no-zero-grad` (a loop that never zeroes the gradients: the doctor's finding).
 """
 
 import argparse
+import contextlib
 import random
 
 import torch
@@ -48,6 +51,8 @@ def main() -> None:
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--clip", type=float, default=0.0)
     p.add_argument("--optim", default="adam", choices=["adam", "adamw", "sgd"])
+    p.add_argument("--generate", action="store_true")
+    p.add_argument("--amp", action="store_true")
     p.add_argument("--bug", default="", choices=["", "no-zero-grad"])
     args = p.parse_args()
     torch.manual_seed(0)
@@ -70,12 +75,17 @@ def main() -> None:
     else:
         optim = torch.optim.Adam(model.parameters(), lr=1e-3)
 
+    def amp():
+        return torch.autocast("cpu", dtype=torch.bfloat16) if args.amp \
+            else contextlib.nullcontext()
+
     model.train()
     for step in range(args.steps):
         for _ in range(args.accum):
             prompt = torch.randint(0, args.tokens, (args.batch, args.prompt))
             answer = torch.randint(0, args.tokens, (args.batch, args.answer))
-            loss = model(prompt, answer)
+            with amp():
+                loss = model(prompt, answer)
             (loss / args.accum if args.accum > 1 else loss).backward()
         if args.clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
@@ -83,6 +93,13 @@ def main() -> None:
         if args.bug != "no-zero-grad":
             optim.zero_grad()
         print(f"step {step}  loss {loss.item():.4f}")
+        if args.generate:
+            # the README's sampling: a forward under no_grad, then one decoder call per new
+            # token on the key/value cache (Coconut.generate is decorated no_grad)
+            model.eval()
+            out = model.generate(torch.randint(0, args.tokens, (1, args.prompt)), max_length=4)
+            model.train()
+            print(f"sampled {out.tolist()}")
 
 
 if __name__ == "__main__":

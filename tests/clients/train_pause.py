@@ -15,11 +15,13 @@ mask, which torch refuses: `BoolMaskCausalAttention` below is the user's one-lin
 Options: `--pause N` max pause length (2), `--arrest` (no pausing: the plain decoder),
 `--no-integrate` (no previous-pause integration), `--uniform` (random pause lengths per
 token, `rand_uniform_pausing`), `--dim`, `--depth`, `--batch`, `--seq`, `--accum N`
-(gradient accumulation), `--clip X` (clip_grad_norm_), `--optim adam|adamw|sgd`,
+(gradient accumulation), `--clip X` (clip_grad_norm_), `--optim adam|adamw|sgd`, `--amp` (the forward under
+bfloat16 autocast),
 `--bug no-zero-grad` (a loop that never zeroes the gradients: the doctor's finding).
 """
 
 import argparse
+import contextlib
 
 import torch
 from torch import einsum
@@ -63,6 +65,7 @@ def main() -> None:
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--clip", type=float, default=0.0)
     p.add_argument("--optim", default="adam", choices=["adam", "adamw", "sgd"])
+    p.add_argument("--amp", action="store_true")
     p.add_argument("--bug", default="", choices=["", "no-zero-grad"])
     args = p.parse_args()
     torch.manual_seed(0)
@@ -78,13 +81,18 @@ def main() -> None:
     else:
         optim = torch.optim.Adam(model.parameters(), lr=1e-3)
 
+    def amp():
+        return torch.autocast("cpu", dtype=torch.bfloat16) if args.amp \
+            else contextlib.nullcontext()
+
     model.train()
     for step in range(args.steps):
         for _ in range(args.accum):
             x = torch.randint(0, args.tokens, (args.batch, args.seq + 1))
-            loss = model(x, return_loss=True, arrest_pausing=args.arrest,
-                         no_prev_pause_integration=args.no_integrate,
-                         rand_uniform_pausing=args.uniform)
+            with amp():
+                loss = model(x, return_loss=True, arrest_pausing=args.arrest,
+                             no_prev_pause_integration=args.no_integrate,
+                             rand_uniform_pausing=args.uniform)
             (loss / args.accum if args.accum > 1 else loss).backward()
         if args.clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
