@@ -21,6 +21,11 @@ predicted = measured to the byte; `--fake` the same ledger; the doctor finds not
   layers.*.*` 534,092 B, `offload:model.layers.*.*` 400,588 B.
 - `--amp` (bf16 autocast) `--accum 2`: 655,048 B + 4,736 B of kernel scratch = 659,784 B;
   `selective:` refused by both (a weight's autocast cast taken from autocast's cache).
+- `--ragged --latents 2 --accum 2` (prompts and answers as lists of several lengths):
+  889,478 B; `checkpoint:model.layers.*.*` 603,820 B, `selective:model.layers.*.*`
+  709,972 B, `offload:model` 453,648 B, `checkpoint:@Attention+offload:model.token_emb`
+  859,622 B.
+`--accum 2 --bug zero-in-accum`: one `dropped_update` warning at the backward's line.
 `compare` without `random.seed` rejected every policy, naming the unseeded generator
 (hyper-connections picks each layer's residual stream by `random.randrange`): right.
 """
@@ -75,3 +80,23 @@ def test_multi_stream_coconut_fake_and_doctor():
     assert_one_doctor_error("train_coconut.py", [*argv, "--bug", "no-zero-grad"], 2,
                             "grad_leak",
                             "(loss / args.accum if args.accum > 1 else loss).backward()")
+
+
+@pytest.mark.slow
+def test_ragged_prompts_and_a_zero_grad_inside_accumulation():
+    """Prompts and answers of several lengths as lists (the library pads them with -1 and
+    masks): the doctor finds nothing with two accumulated micro-batches, and one
+    `dropped_update` warning at the backward line when each micro-batch's zero_grad wipes
+    the one before (as on train_scan.py)."""
+    from memledger.doctor.run import diagnose_in_process
+    from tests.clients.harness import HERE
+
+    argv = [*TINY, "--ragged", "--accum", "2"]
+    assert_one_doctor_error("train_coconut.py", argv, 2, None, "")
+    report, outcome = diagnose_in_process(HERE / "train_coconut.py",
+                                          [*argv, "--bug", "zero-in-accum"], 2)
+    assert outcome.code == 0
+    assert [(f.check, f.severity) for f in report.findings] == [("dropped_update", "warning")]
+    lines = (HERE / "train_coconut.py").read_text().splitlines()
+    assert lines[report.findings[0].where.line - 1].strip() == \
+        "(loss / args.accum if args.accum > 1 else loss).backward()"

@@ -19,8 +19,10 @@ loss), `--lib-checkpoint` (the library's own `checkpoint_sequential` over the re
 calls), `--dim`, `--depth`, `--batch`, `--prompt`, `--answer` lengths, `--accum N`
 (gradient accumulation), `--clip X` (clip_grad_norm_), `--optim adam|adamw|sgd`, `--amp` (the forward under
 bfloat16 autocast),
+`--ragged` (prompts and answers of several lengths, as lists),
 `--generate` (the README's `model.generate` after each step, in eval),
-`--bug no-zero-grad` (a loop that never zeroes the gradients: the doctor's finding).
+`--bug no-zero-grad` (a loop that never zeroes the gradients), `--bug zero-in-accum`
+(zero_grad inside the accumulation loop): the doctor's findings.
 """
 
 import argparse
@@ -53,7 +55,8 @@ def main() -> None:
     p.add_argument("--optim", default="adam", choices=["adam", "adamw", "sgd"])
     p.add_argument("--generate", action="store_true")
     p.add_argument("--amp", action="store_true")
-    p.add_argument("--bug", default="", choices=["", "no-zero-grad"])
+    p.add_argument("--ragged", action="store_true")
+    p.add_argument("--bug", default="", choices=["", "no-zero-grad", "zero-in-accum"])
     args = p.parse_args()
     torch.manual_seed(0)
     random.seed(0)   # hyper-connections picks each layer's residual stream by random.randrange
@@ -82,8 +85,16 @@ def main() -> None:
     model.train()
     for step in range(args.steps):
         for _ in range(args.accum):
-            prompt = torch.randint(0, args.tokens, (args.batch, args.prompt))
-            answer = torch.randint(0, args.tokens, (args.batch, args.answer))
+            if args.bug == "zero-in-accum":
+                optim.zero_grad()   # the bug: each micro-batch wipes the ones before it
+            if args.ragged:   # variable lengths, as lists: the library pads them with -1
+                prompt = [torch.randint(0, args.tokens, (args.prompt - i,))
+                          for i in range(args.batch)]
+                answer = [torch.randint(0, args.tokens, (args.answer - i % 2,))
+                          for i in range(args.batch)]
+            else:
+                prompt = torch.randint(0, args.tokens, (args.batch, args.prompt))
+                answer = torch.randint(0, args.tokens, (args.batch, args.answer))
             with amp():
                 loss = model(prompt, answer)
             (loss / args.accum if args.accum > 1 else loss).backward()
