@@ -306,14 +306,20 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
                                                   for p in dict.fromkeys(uncalled)]), mods,
                              set(idle), containers, set(own_call), methods or {})
             beside = _beside_the_model(sel, others, mods)
+            # Note [The model named once]
+            # The advice read "put the modules the script calls (the model, model) in one
+            # nn.Module" where the other module's variable is `model` (a time MLP called
+            # before it is the model by Note [The model], trace/roots.py: tests/clients/
+            # train_mmdit.py's history). The model is said once, as "it" after its class, and
+            # the others by their quoted names, as the line's head quotes `beside`.
             if beside:
                 model = f" ({_a(root)}: {MODEL_MOVED if moved else MODEL_FIRST})" \
                     if root else ""
                 raise PolicyError(
                     f"selector {sel!r} selects modules of {beside!r}, which the script calls "
-                    f"beside the model; policies act on the model alone{model}: put the "
-                    f"modules the script calls (the model, {', '.join(others)}) in one "
-                    f"nn.Module whose forward does what the script does, and select inside it")
+                    f"beside the model; policies act on the model alone{model}: put it and "
+                    f"{_and([repr(o) for o in others])} in one nn.Module whose forward does "
+                    f"what the script does, and select inside it")
             if root and sel == f"@{root}" and mods:   # Note [A class selector of the model]
                 tops = [(p, c) for p, c in mods if "." not in p]
                 raise MatchesNoModule(
@@ -430,6 +436,11 @@ MODEL_FIRST = "the first top-level module with parameters the script called"
 MODEL_MOVED = "the top-level module the first optimizer step trained"
 
 
+def _and(names: list[str]) -> str:
+    """`'a'`, `'a' and 'b'`, `'a', 'b' and 'c'`."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
 def _a(name: str) -> str:
     return f"{'an' if name[:1] in 'AEIOU' else 'a'} {name}"
 
@@ -528,6 +539,29 @@ def _selected(sel: str, mods: list[tuple[str, str]]) -> list[tuple[str, str]]:
 # tests/clients/train_megabyte.py. It reads the containers alone, which predict (the trace's
 # `container` records) and measure (the model) know alike, so both say the same line.
 #
+# Note [What a container's refusal advises]
+# The refusal of a container advised "the modules around it that run": the innermost one
+# holding it, then the first three inside it by depth and name. Where the container's items
+# are containers too (coconut-pytorch's x-transformers decoder keeps each layer as a
+# ModuleList of hyper-connection wrappers: `model.layers.0.0`, `.0.1`), the third was a
+# module inside an item (`model.layers.0.0.act`, a Tanh), and the first the whole model
+# around it. A user writes a container's selector for what it holds: the refusal now lists
+# the modules it holds that run, each the first that runs on its way down (no running
+# module between it and the container, containers passed through), in natural order
+# (`10` after `9`), three then a count, and, where there are several at one depth, the
+# glob that selects them all (`model.layers.*.*`; Note [A glob of containers] for a pattern
+# that matched several containers). It reads the model's modules and containers alone, so
+# predict and measure say the same line. A container none of whose modules ran keeps the
+# old advice (Note [A forward that is no function]).
+def _held(first: str, inner: list[str], containers: dict[str, str]) -> list[str]:
+    """The modules under container `first` (of `inner`, the modules that ran inside it)
+    with none of `inner` between them and it, in natural order."""
+    ran = set(inner) - set(containers)
+    top = [p for p in ran if not any(p.startswith(q + ".") for q in ran)]
+    return sorted(top, key=lambda p: [(0, int(x), "") if x.isdigit() else (1, 0, x)
+                                      for x in p.split(".")])
+
+
 # Note [Modules that never ran]
 # A multimodal model given text alone never runs its vision tower (transformers' GOT-OCR2,
 # Phi-4-multimodal's audio encoder): the modules exist, hold parameters, and no op reads
@@ -597,15 +631,20 @@ def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
                 f"selector {sel!r} matches {named}, {_a(cls)}: a module with no forward of its "
                 f"own, whose other methods the code calls (`{first}.method(x)`), so a policy "
                 f"on it would do nothing; select the modules that call it instead{alt}")
+        # Note [What a container's refusal advises]
+        held = _held(first, inner, containers or {})
+        depth = {p.count(".") for p in held}
+        alt = f": {_listed(held)}" if held else alt
+        glob = sel + ".*" * (depth.pop() - first.count(".") if len(depth) == 1 else 1)
         # Note [A glob of containers]
-        glob = f"{sel}.*"
-        if len(paths) > 1 and not sel.startswith("@") and "**" not in sel and \
-                not _selected(glob, list(containers.items())):
-            alt += f" (`{glob}` selects what each of them holds)"
+        if (len(paths) > 1 or len(held) > 1) and not sel.startswith("@") and \
+                "**" not in sel and not _selected(glob, list(containers.items())):
+            what = "what each of them holds" if len(paths) > 1 else "them all"
+            alt += f" (`{glob}` selects {what})"
         raise PolicyError(
             f"selector {sel!r} matches {named}, {_a(cls)}: a container with no forward of "
             f"its own (the script calls its submodules one by one), so a policy on it would "
-            f"do nothing; select the modules around it that run instead{alt}")
+            f"do nothing; select the modules it holds that run instead{alt}")
     if all(p in own_call for p in paths):
         raise PolicyError(own_call_message(sel, paths, cls, near))
     raise PolicyError(uncalled_message(sel, paths, near, (methods or {}).get(first, "")))
