@@ -10,9 +10,10 @@ HEAD = ("memledger: selector {sel!r} matches {named}, a ModuleList: a container 
 
 
 def test_a_list_of_lists_advises_the_modules_it_holds():
-    """Before: "select the modules around it that run instead: layers.0.0, layers.0.1,
-    layers.0.0.act" for `layers` (the first three by depth: a Tanh inside an item), with
-    no glob for a single container. Now the items that run, in order, and the glob."""
+    """Before: "select the modules around it that run instead: layers.1.0, layers.1.1,
+    layers.1.0.act" for `layers.1` (the first three by depth: a Tanh inside an item), and
+    "layers.0.0, layers.0.1, layers.1.0" for `layers`, with no glob for one container. Now
+    the modules each holds that run, in order, and the glob that selects them all."""
     pols = ["checkpoint:layers", "checkpoint:layers.*", "checkpoint:layers.1",
             "checkpoint:layers.*.*"]
     run = run_client("train_list_advice.py", ["--case", "lists"], pols)
