@@ -317,8 +317,8 @@ def resolve(policy: Policy, modules: Iterable[tuple[str, str]],
                     if root else ""
                 raise PolicyError(
                     f"selector {sel!r} selects modules of {beside!r}, which the script calls "
-                    f"beside the model; policies act on the model alone{model}: put it and "
-                    f"{_and([repr(o) for o in others])} in one nn.Module whose forward does "
+                    f"beside the model; policies act on the model alone{model}: put "
+                    f"{_and(['it', *map(repr, others)])} in one nn.Module whose forward does "
                     f"what the script does, and select inside it")
             if root and sel == f"@{root}" and mods:   # Note [A class selector of the model]
                 tops = [(p, c) for p, c in mods if "." not in p]

@@ -27,8 +27,9 @@ def test_a_container_is_refused_by_predict_and_measure_alike():
     assert mlp.measured is None and mlp.predict_refusal == mlp.measure_refusal == (
         "memledger: selector 'blocks.0.mlp' matches blocks.0.mlp, a ModuleDict: a container "
         "with no forward of its own (the script calls its submodules one by one), so a "
-        "policy on it would do nothing; select the modules around it that run instead: "
-        "blocks.0, blocks.0.mlp.act, blocks.0.mlp.fc, blocks.0.mlp.proj")
+        "policy on it would do nothing; select the modules it holds that run instead: "
+        "blocks.0.mlp.act, blocks.0.mlp.fc, blocks.0.mlp.proj (`blocks.0.mlp.*` selects them "
+        "all)")
     assert heads.measured is None and heads.predict_refusal == heads.measure_refusal
     assert "blocks.0.heads, blocks.1.heads, a ModuleList" in heads.predict_refusal
     assert run.policies["checkpoint:blocks.*"].predicted == \

@@ -60,9 +60,9 @@ def test_megabyte_stages_and_their_layers_predicted_as_measured():
         "memledger: selector 'transformers.*.layers.*' matches transformers.0.layers.0, "
         "transformers.1.layers.0, a ModuleList: a container with no forward of its own (the "
         "script calls its submodules one by one), so a policy on it would do nothing; select "
-        "the modules around it that run instead: transformers.0, transformers.0.layers.0.0, "
-        "transformers.0.layers.0.1, transformers.0.layers.0.0.attend "
-        "(`transformers.*.layers.*.*` selects what each of them holds)")
+        "the modules it holds that run instead: transformers.0.layers.0.0, "
+        "transformers.0.layers.0.1 (`transformers.*.layers.*.*` selects what each of them "
+        "holds)")
 
 
 def test_the_doctor_names_the_model_whose_generate_ran_under_gradients():

@@ -92,7 +92,7 @@ def test_dqn_model_named_at_its_first_step_and_its_target_refused_alike():
     assert p.predicted is None and p.measured is None
     assert p.predict_refusal == p.measure_refusal, p
     assert "(a QNetwork: the top-level module the first optimizer step trained)" in \
-        p.predict_refusal and "(the model, q_net_target)" in p.predict_refusal, p
+        p.predict_refusal and "put it and 'q_net_target' in one" in p.predict_refusal, p
 
 
 def test_ppo_exact_and_its_costs_probed():

@@ -73,7 +73,7 @@ def test_a_second_model_is_not_a_policy_target():
     for refusal in (p.predict_refusal, p.measure_refusal):
         assert "selector 'D.*' selects modules of 'D', which the script calls beside the " \
                "model; policies act on the model alone" in refusal
-        assert "(the model, D, bce)" in refusal
+        assert ": put it, 'D' and 'bce' in one nn.Module" in refusal
     # nor does plan offer them: the discriminator's D.0-2 are numbered children
     from memledger.replay.plan import repeated_blocks
 

@@ -117,9 +117,8 @@ def test_a_selector_naming_a_module_called_beside_the_model_says_so():
     assert str(e.value) == (
         "memledger: selector 'blocks.*' selects modules of 'blocks', which the script calls "
         "beside the model; policies act on the model alone (an Embedding: the first "
-        "top-level module with parameters the script called): put the modules the script "
-        "calls (the model, blocks, head) in one nn.Module whose forward does what the "
-        "script does, and select inside it")
+        "top-level module with parameters the script called): put it, 'blocks' and 'head' "
+        "in one nn.Module whose forward does what the script does, and select inside it")
     with pytest.raises(PolicyError, match=r"selects modules of 'head'"):
         resolve(parse_policy("offload:h*"), mods, others=("blocks", "head"))
     with pytest.raises(PolicyError, match=r"matches no module; the model's modules are "
