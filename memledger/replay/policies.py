@@ -521,7 +521,8 @@ def _selected(sel: str, mods: list[tuple[str, str]]) -> list[tuple[str, str]]:
 # its `.forward()` directly and to call the module itself, which for a container raises.
 # Both now treat a container as a module that never runs: a glob passes over it (as
 # predict always did: it never ran), and a selector that matches only containers is
-# refused, naming the container's class and the modules around it to select instead.
+# refused, naming the container's class and the modules to select instead (Note [What a
+# container's refusal advises]).
 # The trace records the model's containers (`container` records) for predict to say so.
 # A module whose forward cannot be called is one too (Note [A forward that is no function],
 # trace/roots.py).

@@ -2,7 +2,13 @@
 of ModuleLists (Note [What a container's refusal advises], replay/policies.py) and a time
 MLP the script calls before the network (Note [The model named once])."""
 
+from __future__ import annotations
+
+import pytest
+
 from tests.clients.harness import run_client
+
+pytestmark = pytest.mark.clients
 
 HEAD = ("memledger: selector {sel!r} matches {named}, a ModuleList: a container with no "
         "forward of its own (the script calls its submodules one by one), so a policy on it "
