@@ -136,8 +136,10 @@ def _offload_scale(probe: dict | None, c: Constants, i: int) -> float | None:
 # cost model prices with no calibration at all: factor 1, every per-call, per-save and
 # per-op constant 0, offload copies at bytes / B each way (`--bandwidth` or the device's
 # default B; no per-file cost). A checkpoint then adds exactly the FLOPs of the ops it
-# re-runs over F; selective those less its kept ops; offload its bytes x 2 / B. Real
-# ledgers (timings measured) are priced as before.
+# re-runs over F; selective those less its kept ops (the save list's ops, named per event
+# by the op that made the event's first storage: before, no event had a kind and
+# selective was priced as a whole checkpoint); offload its bytes x 2 / B. Real ledgers
+# (timings measured) are priced as before.
 
 
 def is_modelled(prep: Prepared) -> bool:

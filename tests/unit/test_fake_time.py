@@ -115,3 +115,19 @@ def test_a_modelled_ledgers_added_time_is_its_own_flops_not_the_calibrations(led
     assert off.added_time_s == off.transfer_s == 2 * 4096 / B
     assert off.machinery_s == 0.0
     assert rep.calibration == "none"
+
+
+def test_a_modelled_selective_keeps_its_save_lists_flops(led):
+    """Note [A modelled ledger's added time]: selective re-runs the block less its kept ops;
+    the block's one op with FLOPs is an `mm` (the default save list keeps it), so nothing
+    with FLOPs is re-run: 0 s. Before: priced as the whole checkpoint (4 ms, no event had
+    an op kind) plus the calibration's selective constants."""
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    rep = predict(led, [parse_policy("selective:block"),
+                        parse_policy("selective:block:save=addmm")], flops=1e12, bandwidth=1e10)
+    kept, rerun = rep.policies
+    assert (kept.added_time_s, kept.recompute_s, kept.machinery_s) == (0.0, 0.0, 0.0)
+    # a save list without `mm` re-runs it: its 4 GFLOP / F, as checkpoint
+    assert (rerun.added_time_s, rerun.recompute_s, rerun.machinery_s) == (0.004, 0.004, 0.0)
