@@ -9,7 +9,9 @@ takes flops(call) / F seconds, a step takes flops(step) / F, and there is no tra
 overhead to subtract; offload copies take bytes / B each way. F (`--flops`) and B
 (`--bandwidth`) default per device (DEVICE_RATES). The times are a compute-bound lower
 bound: element-wise and normalisation kernels (memory-bound, no FLOPs in the registry) and
-communication add time this model does not see; the output says "modelled".
+communication add time this model does not see; the output says "modelled". A policy's
+added time uses these times alone, never the machine's calibration (Note [A modelled
+ledger's added time] in memledger/replay/costs.py).
 
 Worked example (Llama-7B block, bf16, B=1, T=2048, d=4096, SwiGLU width 11,008): the
 forward matmuls are 2·T·d·(4d) for wq/wk/wv/wo plus 2·T·d·(3·11,008) for the MLP =
