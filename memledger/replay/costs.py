@@ -123,6 +123,30 @@ def _offload_scale(probe: dict | None, c: Constants, i: int) -> float | None:
     return max(0.0, probe["added"][i] - probe["saves"] * c.pack) / priced
 
 
+# Note [A modelled ledger's added time]
+# A fake ledger's times are modelled (Note [Modelled time] in memledger/replay/fake_time.py):
+# a step is its FLOPs / F, a forward call its own FLOPs / F, and nothing else in the step
+# costs anything. The machine's calibration (recompute factor, ckpt_call, ckpt_save,
+# sac_op, sac_call, pack, offload_file; measured on this CPU with real kernels, per call
+# and per op) belongs to another time scale: mixed into a modelled step it priced
+# `checkpoint:model.layers.*.*` on a fake Coconut ledger at +12.1 ms against a whole
+# step of 1.85 us, and `checkpoint:blocks.*` on examples/train_gpt.py at +3.34 ms
+# (2.49 ms of it the calibration's per-call machinery) against a 2.82 ms step. A
+# recompute re-runs ops whose time the model already knows, so on a modelled ledger the
+# cost model prices with no calibration at all: factor 1, every per-call, per-save and
+# per-op constant 0, offload copies at bytes / B each way (`--bandwidth` or the device's
+# default B; no per-file cost). A checkpoint then adds exactly the FLOPs of the ops it
+# re-runs over F; selective those less its kept ops (the save list's ops, named per event
+# by the op that made the event's first storage: before, no event had a kind and
+# selective was priced as a whole checkpoint); offload its bytes x 2 / B. Real ledgers
+# (timings measured) are priced as before.
+
+
+def is_modelled(prep: Prepared) -> bool:
+    """Whether `prep`'s times are modelled from FLOPs (a fake ledger)."""
+    return prep.timings is not None and prep.timings.source == "modelled"
+
+
 @dataclass(frozen=True)
 class AddedTime:
     """Predicted added time per step (seconds) and its band."""
@@ -142,6 +166,9 @@ class CostModel:
                  bandwidth: float | None = None, step_time_s: float | None = None) -> None:
         self.prep = prep
         self.params = params if params is not None else (prep.calibration or {})
+        if is_modelled(prep):      # Note [A modelled ledger's added time]
+            self.params = {}
+            bandwidth = bandwidth or prep.copy_bytes_per_s or None
         self.source = "untraced" if prep.timings.source else "traced"
         self.consts = {w: Constants.from_params(self.params, w, bandwidth)
                        for w in ("median", "lo", "hi")}

@@ -9,7 +9,9 @@ takes flops(call) / F seconds, a step takes flops(step) / F, and there is no tra
 overhead to subtract; offload copies take bytes / B each way. F (`--flops`) and B
 (`--bandwidth`) default per device (DEVICE_RATES). The times are a compute-bound lower
 bound: element-wise and normalisation kernels (memory-bound, no FLOPs in the registry) and
-communication add time this model does not see; the output says "modelled".
+communication add time this model does not see; the output says "modelled". A policy's
+added time uses these times alone, never the machine's calibration (Note [A modelled
+ledger's added time] in memledger/replay/costs.py).
 
 Worked example (Llama-7B block, bf16, B=1, T=2048, d=4096, SwiGLU width 11,008): the
 forward matmuls are 2·T·d·(4d) for wq/wk/wv/wo plus 2·T·d·(3·11,008) for the MLP =
@@ -78,12 +80,26 @@ def modelled(prep, led, flops: float | None = None,
     step_ns = np.rint((cum[np.minimum(ends, n)] - cum[np.minimum(starts, n)])
                       / r.flops * 1e9).astype(np.int64)
     timings = Timings(call_ns=call, call_lo=call.copy(), call_hi=call.copy(),
-                      op_ns=per_ev / r.flops * 1e9,
-                      op_kind=np.full(n, "", dtype=object), source="modelled")
+                      op_ns=per_ev / r.flops * 1e9, op_kind=_op_kinds(prep, n),
+                      source="modelled")
     prep = replace(prep, timings=timings, scope_ns=np.rint(call).astype(np.int64),
                    step_ns=step_ns, copy_bytes_per_s=r.bandwidth,
                    untraced_step_ns=float(np.median(step_ns)) if len(step_ns) else 0.0)
     return prep, text, r.bandwidth
+
+
+def _op_kinds(prep, n: int) -> np.ndarray:
+    """The op kind of each event ("" where none): the op that made the first storage made
+    there, as a real ledger's op timings name them. Selective's save list matches these
+    kinds: its kept ops' FLOPs are not re-run (Note [A modelled ledger's added time] in
+    memledger/replay/costs.py)."""
+    kind = np.full(n, "", dtype=object)
+    created = np.asarray(prep.created, dtype=np.int64)
+    ok = (created >= 0) & (created < n)
+    if ok.any():
+        ev, first = np.unique(created[ok], return_index=True)
+        kind[ev] = np.asarray(prep.op_names, dtype=object)[prep.op_code[ok]][first]
+    return kind
 
 
 def prepare(led, prep=None, flops: float | None = None, bandwidth: float | None = None):

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memledger.errors import NotPredicted
 from memledger.ledger.model import Ledger
 from memledger.replay.calib_cache import negative_band, read_cached
-from memledger.replay.costs import AddedTime, CostModel, cached_calibration
+from memledger.replay.costs import AddedTime, CostModel, cached_calibration, is_modelled
 from memledger.replay.fake_time import prepare
 from memledger.replay.engine import CPU_RNG_STATE_BYTES, Replayed, Work, replay
 from memledger.replay.policies import Policy, PolicyError
@@ -125,7 +125,9 @@ def cost_model(led: Ledger, prep: Prepared, step_time_s: float | None = None,
     once per prepared ledger and arguments (plan prices its table and then predicts; the
     model's probes take 0.1 s on a 48-block GPT)."""
     params, where = prep.calibration, "ledger"
-    if not params:
+    if is_modelled(prep):         # Note [A modelled ledger's added time] in costs.py
+        params, where = {}, "none"
+    elif not params:
         params, where = cached_calibration(led.device), "cache"
     if not params:
         where = "none"

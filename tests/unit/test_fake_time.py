@@ -85,3 +85,49 @@ def test_predict_on_a_fake_ledger_needs_no_torch(tmp_path):
     setup = (f"from memledger.cli import main\n"
              f"assert main(['predict', {str(path)!r}, '-p', 'checkpoint:block']) == 0")
     assert "torch" not in loaded_after(setup)
+
+
+def test_a_modelled_ledgers_added_time_is_its_own_flops_not_the_calibrations(led):
+    """Note [A modelled ledger's added time] (memledger/replay/costs.py): the calibration's
+    per-call, per-save, per-op and per-file constants and its recompute factor are of
+    another time scale; a checkpoint adds exactly the FLOPs it re-runs / F, an offload its
+    bytes x 2 / B. Before: +12.1 ms on a fake Coconut step of 1.85 us."""
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    calib = {k: {"median": v, "lo": v, "hi": v} for k, v in {
+        "recompute_factor": 1.5, "ckpt_call_ns": 12.1e6, "ckpt_save_ns": 1e4,
+        "sac_op_ns": 1e4, "sac_call_ns": 1e5, "pack_ns": 1e4, "offload_file_ns": 2e6,
+        "offload_ns_per_byte": 0.5}.items()}
+    recs = [dict(r) for r in RECORDS]
+    recs.insert(-1, {"k": "calibration", "device": "cuda", "params": calib})
+    fake = Ledger.from_records(recs)
+    F, B = 1e12, 1e10
+    rep = predict(fake, [parse_policy("checkpoint:block"), parse_policy("offload:block")],
+                  flops=F, bandwidth=B)
+    # the block's forward: its one op with FLOPs (event 2, 4 GFLOP) made the saved
+    # activation, so the re-run is that op, once per warm step
+    rerun_s = 4_000_000_000 / F
+    ckpt, off = rep.policies
+    assert (ckpt.added_time_s, ckpt.added_time_lo_s, ckpt.added_time_hi_s) == (rerun_s,) * 3
+    assert (ckpt.recompute_s, ckpt.machinery_s, ckpt.transfer_s) == (rerun_s, 0.0, 0.0)
+    # offload: the one saved storage (4,096 B) written and read back at B each way
+    assert off.added_time_s == off.transfer_s == 2 * 4096 / B
+    assert off.machinery_s == 0.0
+    assert rep.calibration == "none"
+
+
+def test_a_modelled_selective_keeps_its_save_lists_flops(led):
+    """Note [A modelled ledger's added time]: selective re-runs the block less its kept ops;
+    the block's one op with FLOPs is an `mm` (the default save list keeps it), so nothing
+    with FLOPs is re-run: 0 s. Before: priced as the whole checkpoint (4 ms, no event had
+    an op kind) plus the calibration's selective constants."""
+    from memledger.replay.policies import parse_policy
+    from memledger.replay.predict import predict
+
+    rep = predict(led, [parse_policy("selective:block"),
+                        parse_policy("selective:block:save=addmm")], flops=1e12, bandwidth=1e10)
+    kept, rerun = rep.policies
+    assert (kept.added_time_s, kept.recompute_s, kept.machinery_s) == (0.0, 0.0, 0.0)
+    # a save list without `mm` re-runs it: its 4 GFLOP / F, as checkpoint
+    assert (rerun.added_time_s, rerun.recompute_s, rerun.machinery_s) == (0.004, 0.004, 0.0)
