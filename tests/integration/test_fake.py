@@ -522,6 +522,15 @@ def test_fake_masked_rows_take_their_real_count(tmp_path):
         "    logits = head(emb(ids))\n"
         "    loss = torch.nn.functional.cross_entropy(logits[keep], ids[keep])\n"
         "    loss.backward(); opt.step(); opt.zero_grad()\n")
+    real, fake = real_and_fake(tmp_path, script)
+    assert fake.peak().bytes == real.peak().bytes
+    assert fake.at_peak() == real.at_peak()
+
+
+def real_and_fake(tmp_path, script):
+    """(real, fake): the script run in this process under `memledger.trace()`, then under
+    `trace(fake=True)`, each ledger written beside it; argv and sys.path put back after
+    each (test_fake_draws.py uses it too)."""
     leds = {}
     for fake in (False, True):
         argv, path = list(sys.argv), list(sys.path)
@@ -531,8 +540,7 @@ def test_fake_masked_rows_take_their_real_count(tmp_path):
         finally:
             sys.argv[:], sys.path[:] = argv, path
         leds[fake] = led
-    assert leds[True].peak().bytes == leds[False].peak().bytes
-    assert leds[True].at_peak() == leds[False].at_peak()
+    return leds[False], leds[True]
 
 
 def test_fake_with_measure_is_refused(tmp_path, capsys):

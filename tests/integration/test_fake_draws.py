@@ -3,11 +3,9 @@ real] (memledger/trace/fake_random.py), plain torch, real against fake ledger in
 
 from __future__ import annotations
 
-import sys
-
 import memledger
 from memledger.ledger.fake_info import fake_info
-from memledger.trace.script import run_script
+from test_fake import real_and_fake  # tests/integration is on sys.path
 
 # The default generator drawn for floats the fake run keeps no values of (an Embedding's
 # `normal_`, a Linear's `uniform_`, a dropout mask), between them a CPU attention kernel
@@ -33,16 +31,7 @@ for step in range(3):
 def _both(tmp_path, source: str):
     script = tmp_path / "draws.py"
     script.write_text(source)
-    leds = {}
-    for fake in (False, True):
-        argv, path = list(sys.argv), list(sys.path)
-        try:
-            with memledger.trace(tmp_path / f"{fake}.ledger", fake=fake) as led:
-                run_script(script, [])
-        finally:
-            sys.argv[:], sys.path[:] = argv, path
-        leds[fake] = led
-    return leds[False], leds[True]
+    return real_and_fake(tmp_path, script)
 
 
 def test_fake_run_draws_the_default_generator_as_the_real_run(tmp_path):
