@@ -522,23 +522,24 @@ def test_fake_masked_rows_take_their_real_count(tmp_path):
         "    logits = head(emb(ids))\n"
         "    loss = torch.nn.functional.cross_entropy(logits[keep], ids[keep])\n"
         "    loss.backward(); opt.step(); opt.zero_grad()\n")
-    real, fake = real_and_fake(tmp_path, script)
+    real, fake = traced_real_then_fake(tmp_path, script)
     assert fake.peak().bytes == real.peak().bytes
     assert fake.at_peak() == real.at_peak()
 
 
-def real_and_fake(tmp_path, script):
+def traced_real_then_fake(tmp_path, script, argv=()):
     """(real, fake): the script run in this process under `memledger.trace()`, then under
-    `trace(fake=True)`, each ledger written beside it; argv and sys.path put back after
-    each (test_fake_draws.py uses it too)."""
+    `trace(fake=True)`, each ledger written to tmp_path as False.ledger / True.ledger;
+    sys.argv and sys.path (run_script sets both) put back after each. test_fake_draws.py
+    uses it too."""
     leds = {}
     for fake in (False, True):
-        argv, path = list(sys.argv), list(sys.path)
+        argv0, path = list(sys.argv), list(sys.path)
         try:
             with memledger.trace(tmp_path / f"{fake}.ledger", fake=fake) as led:
-                run_script(script, [])
+                run_script(script, list(argv))
         finally:
-            sys.argv[:], sys.path[:] = argv, path
+            sys.argv[:], sys.path[:] = argv0, path
         leds[fake] = led
     return leds[False], leds[True]
 
@@ -809,18 +810,11 @@ def test_fake_allclose_is_answered_as_equal_is():
 
 
 def _real_and_fake(tmp_path, script: Path, argv: list[str]):
+    """(real, fake) as loaded back from the ledger files."""
     from memledger.ledger.model import Ledger
 
-    leds = {}
-    for fake in (False, True):
-        argv0, path = list(sys.argv), list(sys.path)   # run_script sets both
-        try:
-            with memledger.trace(tmp_path / f"{fake}.ledger", fake=fake):
-                run_script(script, argv)
-        finally:
-            sys.argv[:], sys.path[:] = argv0, path
-        leds[fake] = Ledger.load(tmp_path / f"{fake}.ledger")
-    return leds[False], leds[True]
+    traced_real_then_fake(tmp_path, script, argv)
+    return tuple(Ledger.load(tmp_path / f"{fake}.ledger") for fake in (False, True))
 
 
 def test_fake_transformers_with_its_own_checkpoint_is_exact(tmp_path):

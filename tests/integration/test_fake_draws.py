@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import memledger
 from memledger.ledger.fake_info import fake_info
-from test_fake import real_and_fake  # tests/integration is on sys.path
+from test_fake import traced_real_then_fake  # tests/integration is on sys.path
 
 # The default generator drawn for floats the fake run keeps no values of (an Embedding's
 # `normal_`, a Linear's `uniform_`, a dropout mask), between them a CPU attention kernel
@@ -31,7 +31,7 @@ for step in range(3):
 def _both(tmp_path, source: str):
     script = tmp_path / "draws.py"
     script.write_text(source)
-    return real_and_fake(tmp_path, script)
+    return traced_real_then_fake(tmp_path, script)
 
 
 def test_fake_run_draws_the_default_generator_as_the_real_run(tmp_path):
