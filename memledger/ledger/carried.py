@@ -246,11 +246,31 @@ def carried_names(index: pd.Index, carried: np.ndarray, holders: list) -> np.nda
                     name not in names.setdefault(row, []):
                 names[row].append(name)
     for row, held in names.items():
+        # Note [The holder a user acts on]: the script's names where the script holds it
+        mine = [n for n in held if not shown[n][1]]
+        held = mine or held
         vs = list(dict.fromkeys(shown[n][0] for n in held))
-        by = [shown[n][1] for n in held]
-        who = "the script" if "" in by else ", ".join(dict.fromkeys(by))
+        who = "the script" if mine else ", ".join(dict.fromkeys(shown[n][1] for n in held))
         out[row] = f"{', '.join(vs)} (carried by {who})"
     return out
+
+
+# Note [The holder a user acts on]
+# A state held at the end it is carried from by both a frame of the script and a
+# library's (a library's loop that keeps `h` and hands it to the script's callback; a
+# trainer that writes it into the script's dict, `state["h"] = h`, as
+# tests/clients/train_carried_runner.py `--runner dict` does) was named by every holder
+# under `the script`: `state['h'], fit.h (carried by the script)`, the library's local
+# read as the script's word. The name is for the reader to act on (Note [A carried state,
+# named by its holder]: the script's own word for it), and what a user acts on is the
+# code they write: a script's variable they can detach, delete, move or stop keeping; a
+# library's local only through the library's options. The script's hold is also the one
+# that outlives the library's loop (the dict is the script's after `fit` returns). So
+# where a script's frame holds it, only the script's names are written, `carried by the
+# script`; the library's names where no script frame does (`fit.h (carried by pkg)`).
+# A library's names count for no script name's function either (Note [One name, one
+# holder]): a library's name is always written with its function, so `fit:h` beside
+# `main:h` makes two holders of `h` that no reader confuses.
 
 
 # Note [One name, one holder]
@@ -263,20 +283,21 @@ def carried_names(index: pd.Index, carried: np.ndarray, holders: list) -> np.nda
 # run's records holds a saved storage under that name; where two do, with its function:
 # `train_chunk.h (carried by the script)`. A library's frame is always named with its
 # function and the library (`fit.h (carried by memledger_test_tbptt)`, the record's
-# `libs`): its variable is none of the script's words. A row held by names of both says
-# `the script`.
+# `libs`): its variable is none of the script's words. A row held by names of both is
+# named by the script's alone (Note [The holder a user acts on]).
 def _shown_names(names: list[str], libs: set[str]) -> dict[str, tuple[str, str]]:
     """{record name: (shown name, the library that holds it or "")} (Note [One name, one
     holder])."""
     split = {n: (n.partition(":")[0], n.partition(":")[2] or n) for n in names}
     owners: dict[str, set[str]] = {}
     for fn, var in split.values():
-        owners.setdefault(var, set()).add(fn)
+        if fn not in libs:   # Note [The holder a user acts on]
+            owners.setdefault(var, set()).add(fn)
     out = {}
     for n, (fn, var) in split.items():
         lib = fn.partition(".")[0] if fn in libs else ""
         short = fn.rpartition(".")[2]
-        out[n] = (f"{short}.{var}" if lib or len(owners[var]) > 1 else var, lib)
+        out[n] = (f"{short}.{var}" if lib or len(owners.get(var, ())) > 1 else var, lib)
     return out
 
 

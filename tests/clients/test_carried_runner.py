@@ -76,3 +76,22 @@ def test_one_variable_name_in_two_functions_is_named_with_its_function():
     assert (s.resident["activation"], s.resident["other"]) == (32, 2 * STATE)  # as before
     led = ledger_pass("train_carried_runner.py", ["--runner", "script"], steps=3)
     assert _other_names(led) == [(STATE, "h (carried by the script)")]
+
+
+def test_a_state_the_script_and_a_library_both_hold_is_named_by_the_scripts_name():
+    """`--runner dict`: the library's `fit_into` keeps `h` and writes it into the script's
+    dict as it goes (`state["h"] = h`), so at each step end the library's frame (`h`,
+    `state['h']`) and the script's (`state['h']`) hold the state. `show` wrote every
+    holder under the script: `fit_into.state['h'], fit_into.h, main.state['h'] (carried
+    by the script)` (the library's `state` also made the script's `state['h']` one of two
+    holders of that name). Now the name a user acts on, the script's alone (Note [The
+    holder a user acts on]): `state['h'] (carried by the script)`. Bytes as `--runner
+    library`."""
+    led = ledger_pass("train_carried_runner.py", ["--runner", "dict"], steps=3)
+    assert _other_names(led) == [(STATE, "state['h'] (carried by the script)")]
+    st = led.storages
+    assert st[st["category"] == "other"]["name"].tolist() == [
+        "state['h'] (carried by the script)"] * 3
+    s = led.summary()
+    assert (led.peak().bytes, s.resident["activation"], s.resident["other"]) == (
+        8_620, 32, 2 * STATE)

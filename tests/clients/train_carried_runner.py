@@ -15,6 +15,9 @@ from the step before's last state, detached. `--runner`:
   module compiled under the interpreter's site-packages (`memledger_test_tbptt/loop.py`;
   no file is written: the code's file name is what makes its frames a library's), as a
   package's trainer runs truncated BPTT for the script.
+- `dict`: the same library's `fit_into(model, opt, batches, state)`, which also writes its
+  state into the script's dict as it goes (`state["h"] = h`, to resume from): the
+  library's frame and the script's both hold it (Note [The holder a user acts on]).
 
     memledger trace tests/clients/train_carried_runner.py -o run.ledger --steps 3 \
         -- --runner library
@@ -41,6 +44,19 @@ def fit(model, opt, batches):
         loss.backward()
         opt.step()
     return h
+
+
+def fit_into(model, opt, batches, state):
+    """The same loop, keeping its state in the caller's dict as it goes (to resume)."""
+    h = None
+    for xs, y in batches:
+        carried = None if h is None else h.detach()
+        out, h = model(xs, carried)
+        state["h"] = h
+        loss = mse_loss(out, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
 '''
 
 
@@ -71,7 +87,8 @@ def train_chunk(model: nn.Module, opt: torch.optim.Optimizer, xs: torch.Tensor,
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runner", choices=["script", "function", "library"], default="script")
+    ap.add_argument("--runner", choices=["script", "function", "library", "dict"],
+                    default="script")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--unroll", type=int, default=2)
     args = ap.parse_args()
@@ -85,6 +102,12 @@ def main() -> None:
         ns = {"mse_loss": nn.functional.mse_loss}
         exec(compile(FIT, LIBRARY, "exec"), ns)
         ns["fit"](model, opt, batches)
+        return
+    if args.runner == "dict":
+        state: dict = {}    # the script's: the library writes its state into it
+        ns = {"mse_loss": nn.functional.mse_loss}
+        exec(compile(FIT, LIBRARY, "exec"), ns)
+        ns["fit_into"](model, opt, batches, state)
         return
     h = None
     for xs, y in batches:

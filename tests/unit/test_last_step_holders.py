@@ -233,3 +233,20 @@ def test_a_state_no_op_saved_is_carried_as_a_saved_one():
     assert until.tolist() == [20, 40, -1, -1, -1]
     assert carried_names(df.index, until, holders).tolist() == [
         "h (carried by the script)", "h (carried by the script)", "", "", ""]
+
+
+def test_a_state_the_script_and_a_library_both_hold_is_the_scripts():
+    """Note [The holder a user acts on]: a state held by a library's frame and the
+    script's is named by the script's names alone, `carried by the script` (it was every
+    holder under the script); one a library alone holds keeps the library's name; a
+    library's `h` makes no script's `h` one of two holders (Note [One name, one
+    holder])."""
+    both = [{"k": "holders", "step": 1, "ev": 20, "libs": ["pkg.loop.fit"],
+             "names": {"pkg.loop.fit:h": [1], "main:h": [1]}},
+            {"k": "holders", "step": 2, "ev": 40, "libs": ["pkg.loop.fit"],
+             "names": {"pkg.loop.fit:h": [2]}}]
+    df = _storages()
+    until = carried_until(df, np.ones(len(df), dtype=bool), step_marks(PHASES, STEPS), both)
+    assert until.tolist() == [20, 40, -1, -1]
+    assert carried_names(df.index, until, both).tolist() == [
+        "h (carried by the script)", "fit.h (carried by pkg)", "", ""]
