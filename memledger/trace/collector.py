@@ -140,7 +140,7 @@ from memledger.trace.outside_state import (
 )
 from memledger.trace.compiled import compiled_backend, eager_stance
 from memledger.trace.dropped_grads import DroppedGradients
-from memledger.trace.step_holders import step_holders
+from memledger.trace.step_holders import SuspendedGenerators, step_holders
 from memledger.trace.param_attrs import watch_parameter_attributes
 from memledger.trace.external import external
 from memledger.trace.gc_window import GcWindow, garbage_sids
@@ -929,6 +929,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self._next_sid = 0
         self._step_sids = (0, 0)   # Note [A history the script keeps]: the sids the
         # step before made, [its start, its end), for `_write_holders`
+        # Note [A state a suspended generator holds] (trace/step_holders.py)
+        self._generators = SuspendedGenerators()
         self._sids: dict[int, int] = {}    # storage _cdata -> sid, while alive
         self._last: dict[int, int] = {}    # sid -> last event that used it
         self._refs: dict[int, tuple[int, int, weakref.ref]] = {}  # id(ref) -> (sid, key, ref)
@@ -2485,6 +2487,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 if begins:   # `model.zero_grad()`, `p.grad = None` (Note [A gradient
                     self._gradients_dropped()   # dropped from .grad])
                 self._mark_held_by_optimizers()   # Note [State made between steps]
+                # Note [A state a suspended generator holds] (trace/step_holders.py)
+                self._generators.note(sys._getframe(1))
                 self._mark_inputs(args)
                 if begins and module not in self._roots.prefix:
                     # Note [Parts called in a forward no hook sees]: the forward's own
@@ -3961,7 +3965,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
             return sid if sid in saved or lo <= sid else -1
 
         try:
-            held, libs = step_holders(sys._getframe(1), sid_of)
+            held, libs = step_holders(sys._getframe(1), sid_of, self._generators.frames())
         except Exception:   # noqa: BLE001 - an object of the script's that refuses to be
             return          # read (a proxy's `__class__`): a label is never worth the trace
         names = {k: v for k, v in ((k, [s for s in v if s in saved]) for k, v in held.items())

@@ -18,6 +18,10 @@ from the step before's last state, detached. `--runner`:
 - `dict`: the same library's `fit_into(model, opt, batches, state)`, which also writes its
   state into the script's dict as it goes (`state["h"] = h`, to resume from): the
   library's frame and the script's both hold it (Note [The holder a user acts on]).
+- `generator`: the same library's `chunks(model, batches)`, a generator of one loss per
+  chunk that keeps the state in its own frame; the script runs backward and the optimizer
+  between two yields, so at each step end the library's frame is suspended, off the stack
+  (Note [A state a suspended generator holds] in memledger/trace/step_holders.py).
 
     memledger trace tests/clients/train_carried_runner.py -o run.ledger --steps 3 \
         -- --runner library
@@ -57,6 +61,15 @@ def fit_into(model, opt, batches, state):
         opt.zero_grad()
         loss.backward()
         opt.step()
+
+
+def chunks(model, batches):
+    """The same loop as a generator: a loss per chunk, the state kept in its own frame."""
+    h = None
+    for xs, y in batches:
+        carried = None if h is None else h.detach()
+        out, h = model(xs, carried)
+        yield mse_loss(out, y)
 '''
 
 
@@ -87,7 +100,8 @@ def train_chunk(model: nn.Module, opt: torch.optim.Optimizer, xs: torch.Tensor,
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runner", choices=["script", "function", "library", "dict"],
+    ap.add_argument("--runner", choices=["script", "function", "library", "dict",
+                                         "generator"],
                     default="script")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--unroll", type=int, default=2)
@@ -102,6 +116,14 @@ def main() -> None:
         ns = {"mse_loss": nn.functional.mse_loss}
         exec(compile(FIT, LIBRARY, "exec"), ns)
         ns["fit"](model, opt, batches)
+        return
+    if args.runner == "generator":
+        ns = {"mse_loss": nn.functional.mse_loss}
+        exec(compile(FIT, LIBRARY, "exec"), ns)
+        for loss in ns["chunks"](model, batches):   # the library's state, in its frame
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
         return
     if args.runner == "dict":
         state: dict = {}    # the script's: the library writes its state into it
