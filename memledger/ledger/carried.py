@@ -189,9 +189,56 @@ def _unsaved_state(df: pd.DataFrame, is_temp: np.ndarray, marks: StepMarks, col:
     nb = np.searchsorted(bwd, end, side="right")            # and its first backward
     nback = bwd[np.minimum(nb, len(bwd) - 1)] if len(bwd) else nxt
     in_fwd = np.ones(n, dtype=bool) if read_in_fwd is None else read_in_fwd
-    read = made & (j < len(ends) - 1) & (f < len(fwd)) & (last_use >= nxt) & \
-        (in_fwd | ((nb < len(bwd)) & (last_use >= nback)))
+    held = made & (j < len(ends) - 1) & (f < len(fwd)) & (last_use >= nxt)
+    read = held & (in_fwd | ((nb < len(bwd)) & (last_use >= nback)))
+    if (other := held & ~read).any():   # Note [A state the script updates outside the
+        read |= _begets_state(other, made, created, last_use, freed, ends, j)   # forward]
     return read, made & (j == len(ends) - 1) & (freed < 0), end
+
+
+# Note [A state the script updates outside the forward]
+# Note [A state no op saved] takes a state the next step reads in a forward phase: a loss
+# the script prints after an evaluation's forward, read in the loss phase, is the step's
+# product. A running buffer the script keeps from the step's output is read there too:
+# tests/clients/train_carried_buffer.py `--where loss` (`buf = buf * 0.5 + z.detach() *
+# 0.5` after each forward, before its backward; the model adds `buf` to its first
+# Linear's output) makes each step's buffer in the loss phase, and the next step reads it
+# in its forward and, last, in its loss phase, where it makes the next buffer: 3 steps,
+# resident `temporary` 1,056 B (step 3's buffer and its 2,048 B ... the loss's 32), no
+# `other`. What tells the buffer from a printed loss is what its last read makes: the
+# next step's state (`buf * 0.5`, then the `add` that is the new `buf`, held past that
+# step's end), where `.item()` makes nothing. So a candidate held into the next step and
+# read there last outside a forward is the state too where the op of its last read made a
+# storage that the next step made and held past its end, or made one whose last read did,
+# and on (the chain of Note [Read by the next step], ledger/held_roles.py, a few links).
+def _begets_state(rows: np.ndarray, made: np.ndarray, created: np.ndarray,
+                  last_use: np.ndarray, freed: np.ndarray, ends: np.ndarray,
+                  j: np.ndarray) -> np.ndarray:
+    """Per storage of `rows`: its last read made, directly or through storages each made
+    at the last read of the one before, a storage of `made` in a later step held past that
+    step's end (Note [A state the script updates outside the forward])."""
+    out = np.zeros(len(made), dtype=bool)
+    order = np.argsort(created, kind="stable")
+    at = created[order]
+    kept = made & ((freed < 0) | (freed > ends[np.minimum(j, len(ends) - 1)]))
+    for r in np.flatnonzero(rows).tolist():
+        ev, seen = int(last_use[r]), set()
+        for _ in range(_LINKS):
+            lo, hi = np.searchsorted(at, [ev, ev + 1])
+            here = order[lo:hi]
+            if not len(here):
+                break
+            if (kept[here] & (j[here] > j[r])).any():
+                out[r] = True
+                break
+            nxt = int(last_use[here[0]])
+            if nxt <= ev or nxt in seen:
+                break
+            seen.add(ev := nxt)
+    return out
+
+
+_LINKS = 8   # links of a chain followed (`buf * a + out * b`: two)
 
 
 # Note [A carried state, named by its holder]

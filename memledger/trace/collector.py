@@ -622,6 +622,9 @@ _MODULE_FILE = nn_module.Module._call_impl.__code__.co_filename
 _CALL_FRAMES = frozenset({"inner", "_call_impl"})
 
 
+_FORWARD_PHASES = ("forward", "loss")   # Note [A batch is what no step made]
+
+
 def _nested_tensors(obj, depth: int = 0, seen: set[int] | None = None):
     """The tensors in `obj` through tuples, lists, dicts and objects' attributes (Note
     [Tensors handed inside an object]) at any depth: checkpoint's frame
@@ -931,6 +934,10 @@ class Collector(ShardingMixin, TorchDispatchMode):
         # step before made, [its start, its end), for `_write_holders`
         # Note [A state a suspended generator holds] (trace/step_holders.py)
         self._generators = SuspendedGenerators()
+        # Note [A batch is what no step made]: the sid spans of the forward and loss
+        # phases ([start, end), end None while open), and what was made from them outside
+        self._fwd_spans: list[list] = []
+        self._state_made: set[int] = set()
         self._sids: dict[int, int] = {}    # storage _cdata -> sid, while alive
         self._last: dict[int, int] = {}    # sid -> last event that used it
         self._refs: dict[int, tuple[int, int, weakref.ref]] = {}  # id(ref) -> (sid, key, ref)
@@ -1476,6 +1483,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._autocast_casts_read_by(func)
         if func is _TO_COPY and (phase == "setup" or phase == "other"):
             self._note_cast(args, out, ev)   # Note [A batch cast before the model]
+        if phase == "other" and self._next_sid != made and self._fwd_spans:
+            self._note_state_made(args, kwargs, made)   # Note [A batch is what no step made]
         if func is _TO_COPY and phase != "backward" and _autocast_caches(args, out):
             self._acast_pending.append({"k": "acast", "sid": self._sid(out, ev),
                                         "src": self._sid(args[0], ev)})
@@ -2233,6 +2242,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._after_graded.clear()
             self._after_graphless = False
         if phase != self._phase:
+            # Note [A batch is what no step made]: the forward's and the loss's sid spans
+            fwd, spans = phase in _FORWARD_PHASES, self._fwd_spans
+            if fwd and (not spans or spans[-1][1] is not None):
+                spans.append([self._next_sid, None])
+            elif not fwd and spans and spans[-1][1] is None:
+                spans[-1][1] = self._next_sid
             self._phase = phase
             self.sink.write({"k": "phase", "ev": self._ev if ev is None else ev, "ph": phase,
                              "step": self._step})
@@ -3934,6 +3949,7 @@ class Collector(ShardingMixin, TorchDispatchMode):
         self.sink.write({"k": "step", "step": self._step, "ev": self._ev - 1,
                          "ns": now - self._step_t0})
         self._write_holders()
+        self._forget_old_spans()
         self._step_t0 = now
         self._steps_done += 1
         self._step += 1
@@ -3951,6 +3967,51 @@ class Collector(ShardingMixin, TorchDispatchMode):
                 # unwound by the stop, a frame a traceback keeps turns its locals to garbage
                 self._garbage_end = garbage_sids(self._sids)
             raise StopTracing()
+
+    # Note [A batch is what no step made]
+    # What the script makes outside a step (between two steps, or after a backward) and
+    # hands the model is its batch (`_outside`, marked `input` by the next root forward:
+    # Note [A batch in a dict]). A running buffer the script keeps from the step's output
+    # and hands the next forward is made there too: tests/clients/train_carried_buffer.py
+    # `--where after` (`buf = buf * 0.5 + z.detach() * 0.5` after `opt.step()`, `model(x,
+    # buf)`; 3 steps) read each buffer `input` (resident `input` 1,056 B: the batch's 544
+    # and step 2's buffer, 512), `--where update` (before `opt.step()`) the same, where
+    # `--where loss` reads it as state (Note [A state the script updates outside the
+    # forward], ledger/carried.py). A batch is data no step made (a loader's, `randn`, a
+    # cast or a copy of them); the buffer is made from the step's forward products. So an
+    # op in the `other` phase that reads a storage made in a forward or loss phase of this
+    # step or the one before (their sid spans, `_fwd_spans`, kept from the step before's
+    # start: `_step_sids`), or one so made outside (`_state_made`: the old buffer, `buf *
+    # 0.5`), makes no batch candidates. A storage made from a gradient (an adversarial
+    # example, `x + eps * x.grad.sign()`) is still one: a backward is none of those
+    # phases. The buffer then reads by its lifetime (Note [Kept by the script across a
+    # step], ledger/held_roles.py): `other`, from where it was made, the script's state.
+    # After: `--where after` resident `input` 544, `other` 512; `--where update` the same.
+    # Cost: in the `other` phase only, one lookup per tensor argument of an op that made a
+    # storage.
+    def _note_state_made(self, args, kwargs, made: int) -> None:
+        lo, sids, spans = self._step_sids[0], self._sids, self._fwd_spans
+        state = self._state_made
+        for a in (*args, *kwargs.values()):
+            if not isinstance(a, _Tensor):
+                continue
+            try:
+                sid = sids.get(storage_key(a), -1)
+            except (RuntimeError, NotImplementedError):
+                continue
+            if sid < lo or sid >= made:
+                continue
+            if sid in state or any(b <= sid and (e is None or sid < e) for b, e in spans):
+                for new in range(made, self._next_sid):
+                    self._outside.discard(new)
+                    state.add(new)
+                return
+
+    def _forget_old_spans(self) -> None:
+        """Note [A batch is what no step made]: spans and sids before the step before."""
+        lo = self._step_sids[0]
+        self._fwd_spans = [s for s in self._fwd_spans if s[1] is None or s[1] > lo]
+        self._state_made = {s for s in self._state_made if s >= lo}
 
     def _write_holders(self) -> None:
         """Note [Who holds a saved storage at a step's end] (trace/step_holders.py), and
