@@ -95,3 +95,22 @@ def test_a_state_the_script_and_a_library_both_hold_is_named_by_the_scripts_name
     s = led.summary()
     assert (led.peak().bytes, s.resident["activation"], s.resident["other"]) == (
         8_620, 32, 2 * STATE)
+
+
+def test_a_state_a_suspended_generator_holds_is_read_from_its_frame():
+    """`--runner generator`: the library's `chunks` yields a loss per chunk and keeps the
+    state in its own frame; the script steps between two yields, so at each step end the
+    generator is suspended, no frame of the stack, and the script's `for` holds it where
+    no Python API reads (its frame's value stack). Before: no holder, the last step's
+    state `activation` (resident `activation` 544 B, `other` 512) and every state
+    unnamed. Now the generator that ran the forward is kept (by weak reference) and its
+    frame read at each step end (Note [A state a suspended generator holds]): as
+    `--runner library`."""
+    led = ledger_pass("train_carried_runner.py", ["--runner", "generator"], steps=3)
+    assert _other_names(led) == [(STATE, "chunks.h (carried by memledger_test_tbptt)")]
+    s = led.summary()
+    assert (led.peak().bytes, s.resident["activation"], s.resident["other"]) == (
+        8_620, 32, 2 * STATE)                                          # (544, 512)
+    st = led.storages
+    assert st[st["category"] == "other"]["name"].tolist() == [
+        "chunks.h (carried by memledger_test_tbptt)"] * 3

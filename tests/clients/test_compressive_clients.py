@@ -54,3 +54,24 @@ def test_a_compressive_transformer_is_predicted_as_measured_past_its_detached_we
         [("detached_parameter", "warning")], [f.line() for f in report.findings]
     assert "`net.attn_layers.0.fn.fn.to_kv.weight`, `net.attn_layers.1.fn.fn.to_kv.weight`" \
         in report.findings[0].message
+
+
+def test_the_memories_the_wrappers_generator_carries_are_named_by_it():
+    """The wrapper's generator keeps each segment's memories (`new_mem`, a stack of the
+    layers' inputs, 2,048 B, and an empty compressed memory) for the next segment, and is
+    suspended at every step end (the optimizer steps between two yields): they read
+    `other` from their step's end unnamed, and the last step's (the next batch's first
+    segment) `temporary` at the close (3 steps: resident `temporary` 4,132 B, `other` 0).
+    Its frame is read now (Note [A state a suspended generator holds]): named
+    `forward.new_mem[0]`, and the last step's memories, held by the name that held
+    segment 1's, the state it carries (resident 2,084 and 2,048). The peak as before."""
+    from tests.clients.harness import ledger_pass
+
+    led = ledger_pass("train_compressive.py", [], steps=3)
+    s = led.summary()
+    assert led.peak().bytes == 287_560
+    assert (s.resident["temporary"], s.resident["other"]) == (2_084, 2_048)
+    st = led.storages
+    assert st[st["category"] == "other"][["bytes", "name"]].values.tolist() == [
+        [b, f"forward.new_mem[{i}] (carried by compressive_transformer_pytorch)"]
+        for b, i in ((2_048, 0), (0, 1), (2_048, 0), (0, 1))]
