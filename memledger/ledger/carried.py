@@ -203,14 +203,20 @@ def _unsaved_state(df: pd.DataFrame, is_temp: np.ndarray, marks: StepMarks, col:
 # tests/clients/train_carried_buffer.py `--where loss` (`buf = buf * 0.5 + z.detach() *
 # 0.5` after each forward, before its backward; the model adds `buf` to its first
 # Linear's output) makes each step's buffer in the loss phase, and the next step reads it
-# in its forward and, last, in its loss phase, where it makes the next buffer: 3 steps,
-# resident `temporary` 1,056 B (step 3's buffer and its 2,048 B ... the loss's 32), no
-# `other`. What tells the buffer from a printed loss is what its last read makes: the
+# in its forward and, last, in its loss phase, where it makes the next buffer: each read
+# `temporary`, by its lifetime (3 steps: resident `temporary` 1,056 B, step 3's buffer
+# beside the output `z` and the loss; at the peak, step 2's backward, 2,592 B; `other` 0).
+# What tells the buffer from a printed loss is what its last read makes: the
 # next step's state (`buf * 0.5`, then the `add` that is the new `buf`, held past that
 # step's end), where `.item()` makes nothing. So a candidate held into the next step and
 # read there last outside a forward is the state too where the op of its last read made a
 # storage that the next step made and held past its end, or made one whose last read did,
 # and on (the chain of Note [Read by the next step], ledger/held_roles.py, a few links).
+# It then reads as Note [A state no op saved] says, named by its holder (`buf (carried
+# by the script)`; the last step's by the name). After: resident `temporary` 544, `other`
+# 512; at the peak 2,080 and 512. The replay reads `cat_before`: no prediction moves.
+# Cost: a short Python loop over the candidates read last outside a forward (a few a
+# step), when the ledger loads. Pinned: tests/clients/test_carried_buffer.py.
 def _begets_state(rows: np.ndarray, made: np.ndarray, created: np.ndarray,
                   last_use: np.ndarray, freed: np.ndarray, ends: np.ndarray,
                   j: np.ndarray) -> np.ndarray:
