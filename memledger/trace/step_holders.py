@@ -150,6 +150,8 @@ class SuspendedGenerators:
 
     def frames(self) -> list[FrameType]:
         """The kept generators' frames, suspended now."""
+        if not self._gens:
+            return []
         return [g.gi_frame for g in list(self._gens)
                 if not g.gi_running and g.gi_frame is not None]
 
