@@ -250,3 +250,29 @@ def test_a_state_the_script_and_a_library_both_hold_is_the_scripts():
     assert until.tolist() == [20, 40, -1, -1]
     assert carried_names(df.index, until, both).tolist() == [
         "h (carried by the script)", "fit.h (carried by pkg)", "", ""]
+
+
+def test_a_state_read_last_outside_a_forward_is_carried_where_it_makes_the_next():
+    """Note [A state the script updates outside the forward]: sid 1, a buffer made in step
+    1's loss phase (6), read last in step 2's loss phase (26), where it makes sid 2
+    (`buf * 0.5`), whose last read (27) makes sid 3, step 2's buffer, held at the close:
+    sid 1 `other` from step 1's end, sid 3 from step 2's (its name held sid 1). sid 4,
+    step 1's loss, read last by an `.item()` at 29 that makes nothing: stays."""
+    phases = [{"ev": 0, "ph": "forward"}, {"ev": 5, "ph": "loss"},
+              {"ev": 10, "ph": "backward"}, {"ev": 21, "ph": "forward"},
+              {"ev": 25, "ph": "loss"}, {"ev": 30, "ph": "backward"}]
+    df = pd.DataFrame({
+        "created":  [6, 26, 27, 8],
+        "freed":    [28, 28, -1, 35],
+        "last_use": [26, 27, 27, 29],
+        "saved_ev": [-1] * 4, "saved_last_ev": [-1] * 4, "unpack_ev": [-1] * 4,
+        "saves":    [0] * 4, "unpacks": [0] * 4,
+    }, index=pd.Index([1, 2, 3, 4], name="sid"))
+    holders = [{"k": "holders", "step": 1, "ev": 20, "names": {},
+                "made": {"main:buf": [1], "main:loss": [4]}},
+               {"k": "holders", "step": 2, "ev": 40, "names": {}, "made": {"main:buf": [3]}}]
+    until = carried_until(df, np.zeros(len(df), dtype=bool), step_marks(phases, STEPS),
+                          holders, np.ones(len(df), dtype=bool), np.zeros(len(df), dtype=bool))
+    assert until.tolist() == [20, -1, 40, -1]
+    assert carried_names(df.index, until, holders).tolist() == [
+        "buf (carried by the script)", "", "buf (carried by the script)", ""]
