@@ -1484,7 +1484,8 @@ class Collector(ShardingMixin, TorchDispatchMode):
         if func is _TO_COPY and (phase == "setup" or phase == "other"):
             self._note_cast(args, out, ev)   # Note [A batch cast before the model]
         if phase == "other" and self._next_sid != made and self._fwd_spans:
-            self._note_state_made(args, kwargs, made)   # Note [A batch is what no step made]
+            # Note [A batch is what no step made]
+            self._note_state_made(args, kwargs, made)
         if func is _TO_COPY and phase != "backward" and _autocast_caches(args, out):
             self._acast_pending.append({"k": "acast", "sid": self._sid(out, ev),
                                         "src": self._sid(args[0], ev)})

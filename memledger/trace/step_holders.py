@@ -101,33 +101,32 @@ def _frames(frame: FrameType | None, suspended: Iterable[FrameType]) -> Iterator
 # Note [A state a suspended generator holds]
 # The walk reads the frames the step ends in. A library that runs its loop as a generator
 # the script iterates (compressive-transformer-pytorch's `AutoregressiveWrapper(
-# return_loss=True)` yields a loss per segment and keeps the segment's memories in its
-# own `new_mem` for the next one; the script steps its optimizer between two yields)
-# holds the state in a frame that is suspended at the step end: no frame of the stack,
-# and the iterator of the script's `for` is on its frame's value stack, which no Python
-# API reads (`gc.get_referents` of a running frame is empty). So no `holders` name held
-# the state: tests/clients/train_carried_runner.py `--runner generator` (the cell of
-# `--runner library`, its loop a generator) read every state unnamed and the last
-# step's `activation` (resident `activation` 544 B, `other` 512); the compressive
-# tier's memories unnamed, its last step's `temporary`.
-# What finds the generator cheaply is a forward: a generator whose frame keeps a step's
-# state runs the model from that frame, so as a root forward begins (`Collector._module_pre`) the frames above it are looked
-# at, and a generator's frame of the script's or a library's (not torch's, memledger's,
-# the standard library's: `_function_of`) is kept as its generator, by weak reference,
-# so the trace holds nothing of it (a frame object kept would keep a finished
-# generator's locals alive). A frame names its generator from Python 3.14 only
-# (`f_generator`); before, the generator is the running one (`gi_running`) whose
-# `gi_frame` is this frame, found among the garbage collector's young generations
-# first (0 and 1: it began a moment ago, at the `for`), the whole heap only where
-# neither holds it (once per generator: about 40 ms with torch imported, 170,000
-# objects, on this session's box). At each step end the kept generators that are
-# suspended (alive, not running: one running is on the stack already) are read as
-# frames of their function, after the stack. After: `--runner generator` as `--runner
-# library` (resident `activation` 32, `other` 1,024, `chunks.h (carried by
+# return_loss=True)` yields a loss per segment and keeps the segment's memories in its own
+# `new_mem` for the next one; the script steps its optimizer between two yields) holds the
+# state in a frame that is suspended at the step end: no frame of the stack, and the
+# iterator of the script's `for` is on its frame's value stack, which no Python API reads
+# (`gc.get_referents` of a running frame is empty). So no `holders` record named it:
+# tests/clients/train_carried_runner.py `--runner generator` (the cell of `--runner
+# library`, its loop a generator) read every state unnamed and the last step's
+# `activation` (resident `activation` 544 B, `other` 512); the compressive tier's memories
+# unnamed, its last step's `temporary`. What finds the generator cheaply is a forward: a
+# generator whose frame keeps a step's state runs the model from that frame, so as a root
+# forward begins (`Collector._module_pre`) the frames above it are looked at, and a
+# generator's frame of the script's or a library's (not torch's, memledger's, the standard
+# library's: `_function_of`) is kept as its generator, by weak reference, so the trace
+# holds nothing of it (a frame object kept would keep a finished generator's locals
+# alive). A frame names its generator from Python 3.14 only (`f_generator`); before, the
+# generator is the running one (`gi_running`) whose `gi_frame` is this frame, found among
+# the garbage collector's young generations first (0 and 1: it began a moment ago, at the
+# `for`), the whole heap only where neither holds it (once per generator: about 40 ms with
+# torch imported, 170,000 objects, on this session's box). At each step end the kept
+# generators that are suspended (alive, not running: one running is on the stack already)
+# are read as frames of their function, after the stack. After: `--runner generator` as
+# `--runner library` (resident `activation` 32, `other` 1,024, `chunks.h (carried by
 # memledger_test_tbptt)`); the compressive memories `forward.new_mem[0] (carried by
-# compressive_transformer_pytorch)`, the last step's `other`. Cost: a walk of the frames above each root
-# forward that begins (a few dozen attribute reads; nothing kept where no generator is
-# met), and nothing at a step end where none was met.
+# compressive_transformer_pytorch)`, the last step's `other`. Cost: a walk of the frames
+# above each root forward that begins (a few dozen attribute reads; nothing kept where no
+# generator is met), and nothing at a step end where none was met.
 class SuspendedGenerators:
     """Generators whose frames ran a root forward (Note [A state a suspended generator
     holds]), by weak reference."""

@@ -63,6 +63,7 @@ def test_a_buffer_the_script_makes_outside_the_step_is_no_batch(where):
     assert (s.at_peak["input"], s.at_peak["other"]) == (544, 2 * BUF)   # 1,568, 0
     assert (s.resident["input"], s.resident["other"]) == (544, BUF)
     st = led.storages
-    bufs = st[(st["bytes"] == BUF) & (st["phase"] == "other") & (st["op"] != "randn.default")]
+    bufs = st[(st["bytes"] == BUF) & (st["phase"] == "other") &
+              (st["op"] != "randn.default")]
     assert bufs["category"].tolist() == ["other", "temporary", "temporary", "other"] + (
         ["temporary", "temporary", "other"] if where == "update" else [])

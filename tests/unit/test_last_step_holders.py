@@ -270,9 +270,11 @@ def test_a_state_read_last_outside_a_forward_is_carried_where_it_makes_the_next(
     }, index=pd.Index([1, 2, 3, 4], name="sid"))
     holders = [{"k": "holders", "step": 1, "ev": 20, "names": {},
                 "made": {"main:buf": [1], "main:loss": [4]}},
-               {"k": "holders", "step": 2, "ev": 40, "names": {}, "made": {"main:buf": [3]}}]
+               {"k": "holders", "step": 2, "ev": 40, "names": {},
+                "made": {"main:buf": [3]}}]
     until = carried_until(df, np.zeros(len(df), dtype=bool), step_marks(phases, STEPS),
-                          holders, np.ones(len(df), dtype=bool), np.zeros(len(df), dtype=bool))
+                          holders, np.ones(len(df), dtype=bool),
+                          np.zeros(len(df), dtype=bool))
     assert until.tolist() == [20, -1, 40, -1]
     assert carried_names(df.index, until, holders).tolist() == [
         "buf (carried by the script)", "", "buf (carried by the script)", ""]
