@@ -2468,10 +2468,48 @@ def _hold_call_args(prep: Prepared, fr: np.ndarray, calls: _Calls, seg: _Segment
         return fr
     fr = fr.copy()
     np.maximum.at(fr, prep.arg_row[mine], seg.bw_end[kk[mine]])
+    _hold_dead_node_saves(prep, fr)   # Note [An argument's dead node, held by the frame]
     _, keep_to, walked = kept   # per call, from `_kept_remakes`
     held = mine & (keep_to[kk] >= 0) & (~walked[kk] | _in_reach(prep, prep.arg_row))
     np.maximum.at(fr, prep.arg_row[held], keep_to[kk[held]])
     return fr
+
+
+# Note [An argument's dead node, held by the frame]
+# Rule 2 holds a region's argument to its backward's end; the argument holds its `grad_fn`,
+# and that node what it saved. Where nothing else reads the argument's node (the region
+# ignores the argument, so no backward runs the node: a dead branch), the node and its
+# saves died with the argument in the baseline, unread, and live as long as the argument
+# now. torchode's Runge-Kutta step passes each stage's time `t_nodes[i]` (a view of
+# `t_nodes = addcmul(t0, c[:, None], dt)`) to a vector field that ignores it; the addcmul
+# saved the tableau's nodes `c` (7 float32, 28 B) for `dt`'s gradient, and
+# `checkpoint:vf` was predicted 92 B under measured (tests/clients/
+# test_torchode_clients.py). So a save no backward read, let go (`pack_gone`) at an
+# argument's original free, by the op that made the argument (its inputs packed the
+# event before, its outputs at it), now lives to the argument's held free at least (the
+# tableau itself holds `c` to the solve's end, past the node's death). Known
+# limitation: only the argument's own node; the nodes behind it that it alone held
+# (a wrapped Python number `rate * 0.1`'s 8 B) are not followed, having no save to name.
+# A plain-torch case (tests/integration/test_dead_arg_node.py): 400 B of `c` under before.
+def _hold_dead_node_saves(prep: Prepared, fr: np.ndarray) -> None:
+    """Extend in `fr` the frees of the unread saves of each held argument's own node (Note
+    [An argument's dead node, held by the frame])."""
+    if prep.pack_gone is None or prep.pack_row is None or not len(prep.pack_row):
+        return
+    args = np.unique(prep.arg_row)
+    args = args[fr[args] > prep.freed[args]]   # held past their own free
+    if not len(args):
+        return
+    dead = np.flatnonzero((prep.pack_unpack < 0) & (prep.pack_gone >= 0))
+    if not len(dead):
+        return
+    made, gone = prep.created[args], prep.freed[args]
+    for p in dead:
+        ev, let_go = prep.pack_ev[p], prep.pack_gone[p]
+        by = (gone == let_go) & ((made == ev) | (made == ev + 1))
+        if by.any():   # the node holds it to the argument's end, others maybe longer
+            row = prep.pack_row[p]
+            fr[row] = max(fr[row], int(fr[args[by]].max()))
 
 
 def _in_reach(prep: Prepared, rows: np.ndarray) -> np.ndarray:
