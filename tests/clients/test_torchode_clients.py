@@ -107,3 +107,20 @@ def test_the_doctor_on_the_loop_and_on_a_clip_after_the_step():
     assert_one_doctor_error("train_torchode.py", ["--model", "node", "--bug",
                                                   "clip_after_step"], 2, "clip_order",
                             "nn.utils.clip_grad_norm_(model.parameters(), 1.0)")
+
+
+@pytest.mark.slow
+def test_the_doctor_names_the_statistics_backsolve_keeps_on_its_graph():
+    """`--adjoint backsolve`: `loss` keeps its graph into the next step, and with it the
+    solver statistics `BacksolveFunction` keeps on `ctx` as attributes (backward appends
+    the backward solves' to them): 4,096 B a step, one `cross_step_retention` warning."""
+    from memledger.doctor.run import diagnose_in_process
+
+    from tests.clients.harness import HERE
+
+    report, outcome = diagnose_in_process(HERE / "train_torchode.py",
+                                          ["--model", "node", "--adjoint", "backsolve"], 2)
+    assert outcome.code == 0, outcome.reason
+    assert [(f.check, f.severity) for f in report.findings] == \
+        [("cross_step_retention", "warning")]
+    assert report.findings[0].evidence["ctx_bytes_per_step"] == [4096, 4096]
