@@ -6,9 +6,8 @@ controller in an `AutoDiffAdjoint` (autograd through every step) or a `Backsolve
 `vmap` inside the Function's backward). Skipped without torchode.
 
 Measured (`tests/clients/harness.py run_client`, the helper hunt57d, 2026-12-07, torch
-2.13.0 CPU, AMD Zen 4 with AVX-512 bf16, OMP_NUM_THREADS=1; 2 steps; ledger = allocator
-(with kernel scratch where clipping's foreach norms take some), every policy predicted =
-measured):
+2.13.0 CPU, AMD Zen 4 with AVX-512 bf16, OMP_NUM_THREADS=1; 2 steps; ledger with its
+kernel scratch = allocator, every policy predicted = measured):
 - `--model node` (Dopri5, IntegralController, Adam): 131,146 B; `checkpoint:vf` 154,982,
   `selective:vf` 234,846, `selective:@VectorField:save=tanh` 232,414, `offload:vf`
   86,064, `checkpoint:vf.net.0+offload:vf.net.2` 232,138, `checkpoint:@Linear` 431,713.
@@ -16,8 +15,9 @@ measured):
   stage hands `vf` its time `t_nodes[i]`, which the field ignores, and the frame that
   holds it held the addcmul node behind it and the tableau's `c` it saved (Note [An
   argument's dead node, held by the frame], replay/engine.py).
-- `--model node --controller pid --method tsit5 --opt sgd --clip --accum 2`: 162,575 B +
-  4,385 B of kernel scratch = 166,960 B; `checkpoint:vf` 192,619, `selective:vf` 297,699.
+- `--model node --controller pid --method tsit5 --opt sgd --clip --accum 2`: 162,575 B,
+  166,960 B with kernel scratch (setup's `linalg_matrix_exp` making the data takes
+  25,279 B inside itself); `checkpoint:vf` 192,619, `selective:vf` 297,699.
 - `--model latent --opt sgd --clip` (encoder, 6-d latent ODE, decoder): 208,708 B;
   `checkpoint:vf` 229,408, `checkpoint:enc+offload:vf` 123,268,
   `checkpoint:@VectorField+offload:dec` 226,336, `offload:enc` 206,660.
