@@ -2468,10 +2468,10 @@ def _hold_call_args(prep: Prepared, fr: np.ndarray, calls: _Calls, seg: _Segment
         return fr
     fr = fr.copy()
     np.maximum.at(fr, prep.arg_row[mine], seg.bw_end[kk[mine]])
-    _hold_dead_node_saves(prep, fr)   # Note [An argument's dead node, held by the frame]
     _, keep_to, walked = kept   # per call, from `_kept_remakes`
     held = mine & (keep_to[kk] >= 0) & (~walked[kk] | _in_reach(prep, prep.arg_row))
     np.maximum.at(fr, prep.arg_row[held], keep_to[kk[held]])
+    _hold_dead_node_saves(prep, fr)   # Note [An argument's dead node, held by the frame]
     return fr
 
 
@@ -2503,13 +2503,21 @@ def _hold_dead_node_saves(prep: Prepared, fr: np.ndarray) -> None:
     dead = np.flatnonzero((prep.pack_unpack < 0) & (prep.pack_gone >= 0))
     if not len(dead):
         return
-    made, gone = prep.created[args], prep.freed[args]
-    for p in dead:
-        ev, let_go = prep.pack_ev[p], prep.pack_gone[p]
-        by = (gone == let_go) & ((made == ev) | (made == ev + 1))
-        if by.any():   # the node holds it to the argument's end, others maybe longer
-            row = prep.pack_row[p]
-            fr[row] = max(fr[row], int(fr[args[by]].max()))
+    # key (original free, the saving op's event): an argument's op packs its inputs at
+    # `created - 1`, its outputs at `created`
+    span = np.int64(prep.n_events + 2)
+    gone, made = prep.freed[args], prep.created[args]
+    keys = np.concatenate([gone * span + made, gone * span + made - 1])
+    to = np.concatenate([fr[args], fr[args]])
+    order = np.argsort(keys, kind="stable")
+    keys, to = keys[order], to[order]
+    uk, first = np.unique(keys, return_index=True)
+    most = np.maximum.reduceat(to, first)   # per key: the latest held free
+    want = prep.pack_gone[dead] * span + prep.pack_ev[dead]
+    i = np.minimum(np.searchsorted(uk, want), len(uk) - 1)
+    hit = uk[i] == want
+    # the node holds it to the argument's end; something else may hold it longer
+    np.maximum.at(fr, prep.pack_row[dead[hit]], most[i[hit]])
 
 
 def _in_reach(prep: Prepared, rows: np.ndarray) -> np.ndarray:
