@@ -2483,14 +2483,15 @@ def _hold_call_args(prep: Prepared, fr: np.ndarray, calls: _Calls, seg: _Segment
 # now. torchode's Runge-Kutta step passes each stage's time `t_nodes[i]` (a view of
 # `t_nodes = addcmul(t0, c[:, None], dt)`) to a vector field that ignores it; the addcmul
 # saved the tableau's nodes `c` (7 float32, 28 B) for `dt`'s gradient, and
-# `checkpoint:vf` was predicted 92 B under measured (tests/clients/
+# `checkpoint:vf` was predicted 92 B under measured (that `c` and a 64 B time; tests/clients/
 # test_torchode_clients.py). So a save no backward read, let go (`pack_gone`) at an
 # argument's original free, by the op that made the argument (its inputs packed the
 # event before, its outputs at it), now lives to the argument's held free at least (the
 # tableau itself holds `c` to the solve's end, past the node's death). Known
 # limitation: only the argument's own node; the nodes behind it that it alone held
 # (a wrapped Python number `rate * 0.1`'s 8 B) are not followed, having no save to name.
-# A plain-torch case (tests/integration/test_dead_arg_node.py): 400 B of `c` under before.
+# A plain-torch case (tests/clients/train_dead_arg.py, test_dead_arg.py): a (100,) `c`,
+# 400 B under before.
 def _hold_dead_node_saves(prep: Prepared, fr: np.ndarray) -> None:
     """Extend in `fr` the frees of the unread saves of each held argument's own node (Note
     [An argument's dead node, held by the frame])."""
