@@ -2488,8 +2488,12 @@ def _hold_call_args(prep: Prepared, fr: np.ndarray, calls: _Calls, seg: _Segment
 # argument's original free, by the op that made the argument (its inputs packed the
 # event before, its outputs at it), now lives to the argument's held free at least (the
 # tableau itself holds `c` to the solve's end, past the node's death). Known
-# limitation: only the argument's own node; the nodes behind it that it alone held
-# (a wrapped Python number `rate * 0.1`'s 8 B) are not followed, having no save to name.
+# limitation: only the argument's own node; the nodes behind it that it alone held are
+# not followed: `dt = torch.exp(rate * h)` saves its output for its own backward, and
+# that save (8 float32, 32 B) stays with the addcmul node too, 32 B under measured; a
+# wrapped Python number (`rate * 0.1`, 8 B) has no save to name at all. Telling the
+# argument's ancestors from other dead branches let go at the same moment (the locals a
+# function drops as it returns) needs the graph's edges, which the ledger does not keep.
 # A plain-torch case (tests/clients/train_dead_arg.py, test_dead_arg.py): a (100,) `c`,
 # 400 B under before.
 def _hold_dead_node_saves(prep: Prepared, fr: np.ndarray) -> None:
