@@ -465,7 +465,9 @@ def run_client(script: str, argv: list[str], policies: list[str], steps: int = 2
 # a LieTensor), found by `type()`, which a lazy attribute cannot answer by importing. A
 # tensor made at import and kept elsewhere (a closure, an instance) is not found: a tier
 # whose library keeps one imports it in a module-scoped fixture, before its first pass
-# (`imported_first`), as test_kornia_clients.py does.
+# (`imported_first`), as test_kornia_clients.py does. A plain object a class holds as an
+# attribute is looked into, one level (torchode's `Dopri5.TABLEAU`, a `ButcherTableau` of
+# five float64 tensors made at import: 616 B over the allocator pass before).
 # The modules imported since the last pass (a tier's fixture, a test's own import) are
 # looked through before every pass, not only a script's first: a tier's library is
 # imported when its first test runs (Note [Tier modules import nothing at collection]),
@@ -534,11 +536,29 @@ def _held_by_code(v, module: str) -> list:
     if space.get("__module__") != module:
         return []
     out = [] if type(v) is types.FunctionType else list(space.values())
+    out += [x for a in out for x in _instance_fields(a)]
     for f in fns:
         f = inspect.unwrap(f) if type(f) is types.FunctionType else f   # `@torch.no_grad()`
         if type(f) is types.FunctionType:
             out += list(f.__defaults__ or ()) + list((f.__kwdefaults__ or {}).values())
     return out
+
+
+def _instance_fields(a) -> list:
+    """The fields of a plain object a class holds as an attribute: torchode's
+    `Dopri5.TABLEAU`, a `ButcherTableau` made at import whose five float64 tensors (616 B)
+    every solve reads (`tableau.to(...)`); the ledger pass met them as made outside
+    dispatch at that read, the allocator pass never saw them allocated (616 B over it).
+    Read through `object.__getattribute__`, so no lazy attribute imports."""
+    kind = type(a)
+    if kind.__module__ in ("builtins", "typing") or issubclass(kind, (type, types.ModuleType)) \
+            or kind is types.FunctionType:
+        return []
+    try:
+        fields = object.__getattribute__(a, "__dict__")
+    except AttributeError:
+        return []
+    return list(fields.values()) if type(fields) is dict else []
 
 
 def _import_top_level(script: Path) -> None:
