@@ -929,7 +929,9 @@ KNOWN_FACTORIES = frozenset({aten.ones, aten.zeros, aten.full, aten.ones_like, a
 # of its dtype (with its shape and strides for `*_like`, whose numel is then the result's,
 # at most SHADOW_NUMEL: nothing large is made).
 _KIND_ONLY_NEW = frozenset({aten.new_ones, aten.new_zeros, aten.new_full})
-_KIND_ONLY_LIKE = frozenset({aten.ones_like, aten.zeros_like, aten.full_like})
+_KIND_ONLY_LIKE = frozenset({aten.ones_like, aten.zeros_like, aten.full_like,
+                             # Rule 36: a draw shaped like its tensor reads its kind alone
+                             aten.rand_like, aten.randn_like, aten.randint_like})
 
 
 def _kind_stand_in(func, t: torch.Tensor) -> torch.Tensor | None:
@@ -1306,7 +1308,9 @@ class FakeCollector(Collector):
             if out.dtype is torch.bool:
                 _mark_healthy(func, args, out)              # Rule 3: finiteness checks
             if out.numel() <= SHADOW_NUMEL and (not out.is_floating_point()
-                                                or _float_known(func, args, out)):
+                                                or _float_known(func, args, out)
+                                                or self._drawn_in_step(func, args,
+                                                                       kwargs or {}, out)):
                 self._shadow(func, args, kwargs or {}, (out,))   # Rule 3: index integers
             elif hasattr(out, "_memledger_shadow"):
                 self._stale(func, args, kwargs or {})
@@ -1333,6 +1337,17 @@ class FakeCollector(Collector):
                 self.flops += n
                 self.sink.write({"k": "flops", "ev": self._ev - 1, "n": n})
         return out
+
+    def _drawn_in_step(self, func, args, kwargs, out) -> bool:
+        """Rule 36: a float draw whose values the real run draws too: from a CPU generator
+        in step with the real run's (Rule 7 of Note [Draws a fake run makes for real]), its
+        tensor inputs known or read only for their kind (`torch.rand_like(x)`)."""
+        if not _seeded(func) or not self._draws.in_step(self, args, kwargs, out):
+            return False
+        kind_only = getattr(func, "_overloadpacket", None) in _KIND_ONLY_LIKE
+        flat = tree_flatten((args, kwargs))[0]
+        return all(_shadow_of(t) is not None or (i == 0 and kind_only)
+                   for i, t in enumerate(flat) if isinstance(t, torch.Tensor))
 
     def _item(self, func, args, kwargs):
         """Rule 3: the value `.item()` reads: the shadow's, a constant's, or a stand-in."""

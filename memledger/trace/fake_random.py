@@ -72,8 +72,10 @@ ADVANCE_NUMEL = 1 << 20
 # on one core of this box at 10 ms per 2^20)
 ADVANCE_TOTAL = 1 << 26
 # Rule 6: draws whose count depends on their inputs' values
+# (Rule 8: `binomial`'s inversion / BTRS and `_sample_dirichlet`'s gammas too)
 _VALUE_COUNTED = frozenset({"poisson", "_standard_gamma", "rrelu_with_noise",
-                            "rrelu_with_noise_", "rrelu_with_noise_functional"})
+                            "rrelu_with_noise_", "rrelu_with_noise_functional",
+                            "binomial", "_sample_dirichlet"})
 
 _SEEDED: dict[Any, bool] = {}
 
@@ -108,11 +110,24 @@ class RandomDraws:
         tensors = [o for o in outs if isinstance(o, torch.Tensor)]
         return bool(tensors) and all(self._values_of(o) is not None for o in tensors)
 
-    def drew(self, collector, func, args: tuple, kwargs: dict, out) -> None:
+    def _key(self, args: tuple, kwargs: dict, out):
+        """The generator a draw takes from (Rule 1), and the device its result is on."""
         gen = _generator(args, kwargs)
         first = out[0] if isinstance(out, (list, tuple)) and out else out
         device = getattr(getattr(first, "device", None), "type", "cpu")
-        key = id(gen) if gen is not None else ("default", device)
+        return gen, device, id(gen) if gen is not None else ("default", device)
+
+    def in_step(self, collector, args: tuple, kwargs: dict, out) -> bool:
+        """Rule 7: does this draw take from a CPU generator that has given the fake run every
+        draw it gave the real run (the script's own, or the default one of a CPU target),
+        so that made for real it draws the real run's values?"""
+        gen, device, key = self._key(args, kwargs, out)
+        on_host = gen.device.type == "cpu" if gen is not None else \
+            device == "cpu" and not collector.target.remap
+        return on_host and key not in self._behind
+
+    def drew(self, collector, func, args: tuple, kwargs: dict, out) -> None:
+        gen, device, key = self._key(args, kwargs, out)
         if _draws_nothing(func, args, kwargs):   # Rule 6: `dropout_p=0`
             return
         if not self._made_for_real(out):
