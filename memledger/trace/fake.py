@@ -251,6 +251,22 @@ Rules (numbered so that code can point here):
    as `f"{loss.item():.4f}"` does; before, FakeTensor's `object.__format__` refused the
    spec and the run stopped (exit 2), or with no spec printed "FakeTensor(...)"
    (trace/fake_literals.py).
+36. A float draw whose values the real run draws too is computed for real and its values
+   kept (a shadow, as Rule 3's integers): a draw from a CPU generator in step with the
+   real run's (Rule 7 of Note [Draws a fake run makes for real]: the script's own, or the
+   default one of a CPU target, no draw missed before it), of at most SHADOW_NUMEL
+   elements, whose tensor inputs are known or read only for their kind (`torch.rand_like
+   (x)`). Before, Rule 5 made it for real only to move the generator and dropped its
+   values: dropout written by hand, `keep = torch.rand(32, 64) < 0.25`, was unknown, and
+   the `masked_select`, `nonzero` and `to_sparse` it fed took their upper bounds (every
+   element, a fake peak of 166,148 B against the real 80,032; tests/integration/
+   test_fake_seeded_values.py); a seeded batch `torch.randn(B, D)` and the targets made
+   from it were unknown, and hl-gauss-pytorch's support built from their running mean
+   and variance read `.item()`'s stand-in 0.0 and stopped `--running-stats` at its
+   "support must be increasing" assert. A draw in place into a tensor whose values are
+   unknown (a parameter's `uniform_` init) keeps them unknown: its values are a model's
+   size, and a model made known would be run for real. A draw from a generator behind
+   keeps Rule 5's path (values dropped), since its values are not the real run's.
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -542,9 +558,9 @@ def _shadow_tensor(t) -> torch.Tensor | None:
 # are taken before it runs, and where FakeTensorMode dropped one, Rule 3 reads it as what
 # it held before the op (`_BEFORE`, for that op alone): `_real` runs the op on a clone of
 # it (FakeTensorMode's own constant is never written), and the result is the tensor's
-# shadow from then on. Worked example: `m = torch.tensor(100.); m.copy_(y.mean())` with
-# `y` a known (seeded) batch: before, `m.item()` read the stand-in 0.0; now -0.2006, as
-# the real run.
+# shadow from then on. Worked example: `torch.manual_seed(0); m = torch.tensor(100.);
+# m.copy_(torch.randn(8).mean())` (the draw known by Rule 36): before, `m.item()` read the
+# stand-in 0.0; now -0.2006, as the real run. Only the op being recorded reads `_BEFORE`.
 _BEFORE: dict[int, torch.Tensor] = {}
 
 

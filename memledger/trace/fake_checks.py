@@ -31,20 +31,31 @@ before, since random points are not on the axis. A finiteness answer (Rule 3's
 # Note [A check on a stored bool]
 `ok = torch.allclose(a, b)` then `assert ok` (or `if not ok: raise ...`) reads the bool at
 the call, whose next instruction is a store, not the jump: the plain stand-in False failed
-the check. The bytecode is followed one step further, and only where that is exact: the
-call's bool is stored into a variable that is next used, in the same straight-line code
-(no branch, no return between), by a load of it straight into the conditional jump. Then
-the jump is read as if the call fed it (the two ways, as above). A function's local
-(`STORE_FAST`) may have other instructions between the store and the load as long as none
-touches it (no other function can read a local); a module's variable (`STORE_NAME`, a
-script's top level) must be loaded at once, since any call between could read it. Where
-the variable is used first in any other way (stored again, deleted, passed to a call,
-compared with `is`), or a branch comes first, there is no answer: Rule 3's False. Worked
-example (3.11): `CALL; STORE_NAME ok; LOAD_NAME ok; POP_JUMP_FORWARD_IF_TRUE L;
-LOAD_ASSERTION_ERROR; ...; RAISE_VARARGS 1; L:`: False raises, so True. A bool tensor stored
-first (`ok = (x == y).all()`) needs none of this: `if not ok` calls its `__bool__` from the
-jump itself. Not followed: a variable a closure shares (`STORE_DEREF`), 3.13's fused
-`STORE_FAST_LOAD_FAST` (no answer, the plain stand-in).
+the check. The bytecode is followed further: the call's bool is stored into a variable
+whose first use after the store, in the same straight-line code (no branch, no return
+between), is a load of it straight into the conditional jump. Then the jump is read as if
+the call fed it (the two ways, as above). Any scope: a function's local (`STORE_FAST`), a
+script's top level (`STORE_NAME`), a module's variable by `global` (`STORE_GLOBAL`), a
+cell a closure shares (`STORE_DEREF`), with other instructions between, calls included.
+A call between may read a module's variable or a cell (a closure made of it, made before
+or after the store, is no use of it): it reads the value the check then passes, which a
+passing real run had too. The one shape read wrongly is a call that rebinds the variable
+(`global ok` / `nonlocal ok` in the function called): the answer then reaches no check,
+and the stand-in said at the line is the only trace of it. Before (fifty-sixth session) a
+module's variable had to be loaded at once and a cell was not followed: exactness over
+reach, which kept the False for a check written `flag = torch.allclose(...)`, a
+`print(...)`, then `assert flag`. Where the variable is used first in any other way
+(stored again, deleted, passed to a call, compared with `is`), or a branch comes first,
+there is no answer: Rule 3's False. Worked example (3.11): `CALL; STORE_NAME ok; LOAD_NAME
+print; ...; CALL; POP_TOP; LOAD_NAME ok; POP_JUMP_FORWARD_IF_TRUE L; LOAD_ASSERTION_ERROR;
+...; RAISE_VARARGS 1; L:`: False raises, so True. 3.13 fuses a local's store and the load
+after it (`ok = f(); assert ok` on one line: `STORE_FAST_LOAD_FAST (ok, ok)`), and a
+closure's cell is loaded by `LOAD_FAST` to make the closure: each instruction is read as
+the stores and loads it does, in order (`_TOUCH`); tests/unit/test_stored_checks.py reads
+the shapes under each CPython 3.12+ it finds. A bool tensor stored first (`ok = (x ==
+y).all()`) needs none of this: `if not ok` calls its `__bool__` from the jump itself.
+The instruction read is the one at `f_lasti` or the one whose inline caches hold it: 3.11
+leaves a caller of a Python function at its CALL's last cache entry.
 
 The user is told: the stand-in record names the line and the value, and says why
 (`ANSWERED`): `show` prints "stand-in True for aten.allclose.default at hl_gauss.py:131

@@ -55,6 +55,23 @@ Rules:
    generator not behind (before, every attention call left the default generator behind).
    Scratch inputs are ones for floating-point tensors (`multinomial` refuses all-zero
    weights; what is drawn does not depend on them), zeros for the others.
+7. A draw is *in step* when it takes from a CPU generator that is not behind: the
+   script's own CPU generator, or the default one of a CPU target (not Rule 5's remap,
+   not a fake CUDA tensor). Made for real, such a draw gives the real run's values, so
+   a float one keeps them (Rule 36 of Note [Fake runs]): it is computed on its inputs'
+   known values by Rule 3, drawing from the process's generator itself, and Rules 4 and
+   5 do not run for it. Worked example: `torch.manual_seed(0); nn.Linear(64, 64);
+   keep = torch.rand(32, 64) < 0.25`: the Linear's init moves the default generator by
+   Rule 5, the `rand` is then in step and made for real, and `keep.nonzero()` has the
+   real run's 511 rows, not its bound of 2,048.
+8. `binomial` (inversion below a count times probability of 10, BTRS rejection above)
+   and `_sample_dirichlet` (a gamma per element, rejection sampled) draw as many numbers
+   as their inputs' values need: they are Rule 6's. Made on scratch ones they moved the
+   generator by another count than the real run's, silently: `torch.binomial(full(30.),
+   p)` then `randperm(6)` gave [2, 5, 1, 0, 4, 3] against the real [0, 2, 5, 4, 1, 3],
+   nothing said. (fix56c wrote that they carry no `nondeterministic_seeded` tag in torch
+   2.13; they do, on every overload: `dir(torch.ops.aten)` lists only the packets loaded
+   so far, which is where they were missed.)
 """
 
 from __future__ import annotations
@@ -71,8 +88,8 @@ ADVANCE_NUMEL = 1 << 20
 # Rule 5: the most elements made for real so, in all, per generator (~0.7 s of `uniform_`
 # on one core of this box at 10 ms per 2^20)
 ADVANCE_TOTAL = 1 << 26
-# Rule 6: draws whose count depends on their inputs' values
-# (Rule 8: `binomial`'s inversion / BTRS and `_sample_dirichlet`'s gammas too)
+# Rule 6: draws whose count depends on their inputs' values (Rule 8: `binomial` and
+# `_sample_dirichlet` too)
 _VALUE_COUNTED = frozenset({"poisson", "_standard_gamma", "rrelu_with_noise",
                             "rrelu_with_noise_", "rrelu_with_noise_functional",
                             "binomial", "_sample_dirichlet"})
