@@ -66,9 +66,9 @@ fail (the script's own bug) passes under --fake: a fake run has no values to fai
 from __future__ import annotations
 
 import dis
-from bisect import bisect_right
 import os
 import sys
+from bisect import bisect_right
 from functools import lru_cache
 from types import CodeType, FrameType
 

@@ -147,11 +147,9 @@ class RandomDraws:
         gen, device, key = self._key(args, kwargs, out)
         if _draws_nothing(func, args, kwargs):   # Rule 6: `dropout_p=0`
             return
-        if not self._made_for_real(out):
-            on_host = gen.device.type == "cpu" if gen is not None else \
-                device == "cpu" and not collector.target.remap   # Rule 5
-            if not (on_host and key not in self._behind and self._advance(key, func, args,
-                                                                          kwargs, out)):
+        if not self._made_for_real(out):   # Rules 4 and 5: in step, moved as the real one
+            if not (self.in_step(collector, args, kwargs, out) and
+                    self._advance(key, func, args, kwargs, out)):
                 self._behind.add(key)          # Rule 1
             return
         # Rule 2: a generator object says its device; a default one's is the target's
