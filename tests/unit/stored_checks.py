@@ -1,6 +1,6 @@
 """The shapes of a stored check (Note [A check on a stored bool], memledger/trace/
 fake_checks.py), as plain Python any interpreter runs: tests/unit/test_stored_checks.py runs
-it under this venv's Python and under each other CPython 3.12+ it finds (3.13 fuses a store
+it under this venv's Python and under each CPython 3.12 and 3.13 it finds (3.13 fuses a store
 and the load after it into STORE_FAST_LOAD_FAST), and compares the answers.
 
     python tests/unit/stored_checks.py memledger/trace/fake_checks.py   # prints JSON
