@@ -52,8 +52,8 @@ print; ...; CALL; POP_TOP; LOAD_NAME ok; POP_JUMP_FORWARD_IF_TRUE L; LOAD_ASSERT
 after it (`ok = f(); assert ok` on one line: `STORE_FAST_LOAD_FAST (ok, ok)`), and a
 closure's cell is loaded by `LOAD_FAST` to make the closure: each instruction is read as
 the stores and loads it does, in order (`_TOUCH`); tests/unit/test_stored_checks.py reads
-the shapes under each CPython 3.12 and 3.13 it finds. A bool tensor stored first (`ok = (x ==
-y).all()`) needs none of this: `if not ok` calls its `__bool__` from the jump itself.
+the shapes under each CPython 3.12 and 3.13 it finds. A bool tensor stored first (`ok =
+(x == y).all()`) needs none of this: `if not ok` calls its `__bool__` from the jump itself.
 The instruction read is the one at `f_lasti` or the one whose inline caches hold it: 3.11
 leaves a caller of a Python function at its CALL's last cache entry.
 
