@@ -548,7 +548,7 @@ def _shadow_tensor(t) -> torch.Tensor | None:
 # Note [A literal written in place]
 # A literal's fake (`self.register_buffer('running_mean', torch.tensor(100.))`) is known by
 # the constant FakeTensorMode keeps for it (Rule 3). An in-place op whose other inputs are
-# not FakeTensorMode constants (`running_mean.copy_(mean)`, `mean` known by a shadow of ours)
+# not FakeTensorMode constants (`running_mean.copy_(mean)`, `mean` known by our shadow)
 # makes FakeTensorMode drop the constant before the op returns, so Rule 3, which looks at
 # the inputs after the op, read the destination as unknown, and the op's result, known in
 # every input, as unknown too. hl-gauss-pytorch's `RunningMeanVariance` updates its mean
