@@ -251,6 +251,22 @@ Rules (numbered so that code can point here):
    as `f"{loss.item():.4f}"` does; before, FakeTensor's `object.__format__` refused the
    spec and the run stopped (exit 2), or with no spec printed "FakeTensor(...)"
    (trace/fake_literals.py).
+36. A float draw whose values the real run draws too is computed for real and its values
+   kept (a shadow, as Rule 3's integers): a draw from a CPU generator in step with the
+   real run's (Rule 7 of Note [Draws a fake run makes for real]: the script's own, or the
+   default one of a CPU target, no draw missed before it), of at most SHADOW_NUMEL
+   elements, whose tensor inputs are known or read only for their kind (`torch.rand_like
+   (x)`). Before, Rule 5 made it for real only to move the generator and dropped its
+   values: dropout written by hand, `keep = torch.rand(32, 64) < 0.25`, was unknown, and
+   the `masked_select`, `nonzero` and `to_sparse` it fed took their upper bounds (every
+   element, a fake peak of 166,148 B against the real 80,032; tests/integration/
+   test_fake_seeded_values.py); a seeded batch `torch.randn(B, D)` and the targets made
+   from it were unknown, and hl-gauss-pytorch's support built from their running mean
+   and variance read `.item()`'s stand-in 0.0 and stopped `--running-stats` at its
+   "support must be increasing" assert. A draw in place into a tensor whose values are
+   unknown (a parameter's `uniform_` init) keeps them unknown: its values are a model's
+   size, and a model made known would be run for real. A draw from a generator behind
+   keeps Rule 5's path (values dropped), since its values are not the real run's.
 
 Worked example (MLP of examples/train_mlp.py, B=64, fp32, fake, target cpu): fc1.weight is
 a fake 512×256 tensor whose meta storage has 512·256·4 = 524,288 bytes; its row is the
@@ -485,9 +501,12 @@ def _where_text(filename: str, line: int) -> str:
 
 def _shadow_of(t: torch.Tensor) -> torch.Tensor | None:
     """The real values behind a tensor, where known: a real tensor is its own; a fake one
-    has a shadow (small integers computed for real) or a FakeTensorMode constant."""
+    has a shadow (small integers computed for real) or a FakeTensorMode constant (the one
+    it held before the op being recorded wrote it: Note [A literal written in place])."""
     if not isinstance(t, FakeTensor):
         return t
+    if _BEFORE and (c := _BEFORE.get(id(t))) is not None:
+        return c
     s = _shadow_tensor(t)
     if s is not None and s.untyped_storage()._cdata in _STALE:
         return None        # written by an op whose values are unknown: no longer the values
@@ -524,6 +543,35 @@ def _copied(dst: torch.Tensor, src: torch.Tensor) -> bool:
 def _shadow_tensor(t) -> torch.Tensor | None:
     s = getattr(t, "_memledger_shadow", None)
     return s.t if s is not None else None
+
+
+# Note [A literal written in place]
+# A literal's fake (`self.register_buffer('running_mean', torch.tensor(100.))`) is known by
+# the constant FakeTensorMode keeps for it (Rule 3). An in-place op whose other inputs are
+# not FakeTensorMode constants (`running_mean.copy_(mean)`, `mean` known by our shadow)
+# makes FakeTensorMode drop the constant before the op returns, so Rule 3, which looks at
+# the inputs after the op, read the destination as unknown, and the op's result, known in
+# every input, as unknown too. hl-gauss-pytorch's `RunningMeanVariance` updates its mean
+# and variance so from each batch's targets; its support (`linspace` of mean +- 3 std) read
+# Rule 3's stand-in 0.0, a support of one point, and its "support must be increasing"
+# assert stopped `trace --fake -- --running-stats` (exit 3). So the constants an op writes
+# are taken before it runs, and where FakeTensorMode dropped one, Rule 3 reads it as what
+# it held before the op (`_BEFORE`, for that op alone): `_real` runs the op on a clone of
+# it (FakeTensorMode's own constant is never written), and the result is the tensor's
+# shadow from then on. Worked example: `torch.manual_seed(0); m = torch.tensor(100.);
+# m.copy_(torch.randn(8).mean())` (the draw known by Rule 36): before, `m.item()` read the
+# stand-in 0.0; now -0.2006, as the real run. Only the op being recorded reads `_BEFORE`.
+_BEFORE: dict[int, torch.Tensor] = {}
+
+
+def _written_constants(func, args) -> list[tuple[FakeTensor, torch.Tensor]]:
+    """Note [A literal written in place]: (tensor, constant) of each FakeTensorMode constant
+    the op writes in place, taken before it runs."""
+    written = _written_args(func)
+    if not written:
+        return []
+    return [(t, t.constant) for i in written if i < len(args)
+            and isinstance(t := args[i], FakeTensor) and t.constant is not None]
 
 
 # Rule 3: storages of shadows an op wrote without its values being known (`m[:, :5] = x` with
@@ -929,7 +977,9 @@ KNOWN_FACTORIES = frozenset({aten.ones, aten.zeros, aten.full, aten.ones_like, a
 # of its dtype (with its shape and strides for `*_like`, whose numel is then the result's,
 # at most SHADOW_NUMEL: nothing large is made).
 _KIND_ONLY_NEW = frozenset({aten.new_ones, aten.new_zeros, aten.new_full})
-_KIND_ONLY_LIKE = frozenset({aten.ones_like, aten.zeros_like, aten.full_like})
+_KIND_ONLY_LIKE = frozenset({aten.ones_like, aten.zeros_like, aten.full_like,
+                             # Rule 36: a draw shaped like its tensor reads its kind alone
+                             aten.rand_like, aten.randn_like, aten.randint_like})
 
 
 def _kind_stand_in(func, t: torch.Tensor) -> torch.Tensor | None:
@@ -1286,6 +1336,7 @@ class FakeCollector(Collector):
         self._loss_bytes = reduced_loss_bytes(func, args, kwargs)   # Rule 14
         if not self._lifting:
             self._alias_real_inputs(args)               # Rule 20
+        was = _written_constants(func, args)            # Note [A literal written in place]
         try:
             out = super().__torch_dispatch__(func, types, args, kwargs)
         except FAKE_ERRORS as e:   # Rule 3: the run stops here; exit 2 with the line
@@ -1300,21 +1351,13 @@ class FakeCollector(Collector):
             for o in out:
                 if isinstance(o, FakeTensor):
                     self._forget(o)
-        if is_collective(func):                     # Rule 28
-            self._collective_wrote(func, args, kwargs or {}, out)
-        elif isinstance(out, FakeTensor):
-            if out.dtype is torch.bool:
-                _mark_healthy(func, args, out)              # Rule 3: finiteness checks
-            if out.numel() <= SHADOW_NUMEL and (not out.is_floating_point()
-                                                or _float_known(func, args, out)):
-                self._shadow(func, args, kwargs or {}, (out,))   # Rule 3: index integers
-            elif hasattr(out, "_memledger_shadow"):
-                self._stale(func, args, kwargs or {})
-        elif isinstance(out, (list, tuple)) and out and isinstance(out[0], FakeTensor) \
-                and len(out) <= SHADOW_NUMEL and (not out[0].is_floating_point()
-                                                  or _float_known(func, args, out[0])):
-            # unbind: `for i in ix`; and `[x.item() for x in torch.linspace(0, rate, n)]`
-            self._shadow(func, args, kwargs or {}, out)
+        for t, c in was:   # Note [A literal written in place]: what it held before the op
+            if t.constant is None and _shadow_tensor(t) is None:
+                _BEFORE[id(t)] = c
+        try:
+            self._known_result(func, args, kwargs, out)
+        finally:
+            _BEFORE.clear()
         if _seeded(func):                           # Rule 21
             self._draws.drew(self, func, args, kwargs or {}, out)
         if isinstance(out, FakeTensor) and out.layout in SPARSE_LAYOUTS and \
@@ -1333,6 +1376,37 @@ class FakeCollector(Collector):
                 self.flops += n
                 self.sink.write({"k": "flops", "ev": self._ev - 1, "n": n})
         return out
+
+    def _known_result(self, func, args, kwargs, out) -> None:
+        """Rule 3: the values of the op's result, where known (Rule 28 for a collective)."""
+        if is_collective(func):                     # Rule 28
+            self._collective_wrote(func, args, kwargs or {}, out)
+        elif isinstance(out, FakeTensor):
+            if out.dtype is torch.bool:
+                _mark_healthy(func, args, out)              # Rule 3: finiteness checks
+            if out.numel() <= SHADOW_NUMEL and (not out.is_floating_point()
+                                                or _float_known(func, args, out)
+                                                or self._drawn_in_step(func, args,
+                                                                       kwargs or {}, out)):
+                self._shadow(func, args, kwargs or {}, (out,))   # Rule 3: index integers
+            elif hasattr(out, "_memledger_shadow"):
+                self._stale(func, args, kwargs or {})
+        elif isinstance(out, (list, tuple)) and out and isinstance(out[0], FakeTensor) \
+                and len(out) <= SHADOW_NUMEL and (not out[0].is_floating_point()
+                                                  or _float_known(func, args, out[0])):
+            # unbind: `for i in ix`; and `[x.item() for x in torch.linspace(0, rate, n)]`
+            self._shadow(func, args, kwargs or {}, out)
+
+    def _drawn_in_step(self, func, args, kwargs, out) -> bool:
+        """Rule 36: a float draw whose values the real run draws too: from a CPU generator
+        in step with the real run's (Rule 7 of Note [Draws a fake run makes for real]), its
+        tensor inputs known or read only for their kind (`torch.rand_like(x)`)."""
+        if not _seeded(func) or not self._draws.in_step(self, args, kwargs, out):
+            return False
+        kind_only = getattr(func, "_overloadpacket", None) in _KIND_ONLY_LIKE
+        flat = tree_flatten((args, kwargs))[0]
+        return all(_shadow_of(t) is not None or (i == 0 and kind_only)
+                   for i, t in enumerate(flat) if isinstance(t, torch.Tensor))
 
     def _item(self, func, args, kwargs):
         """Rule 3: the value `.item()` reads: the shadow's, a constant's, or a stand-in."""

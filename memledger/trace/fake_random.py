@@ -55,6 +55,23 @@ Rules:
    generator not behind (before, every attention call left the default generator behind).
    Scratch inputs are ones for floating-point tensors (`multinomial` refuses all-zero
    weights; what is drawn does not depend on them), zeros for the others.
+7. A draw is *in step* when it takes from a CPU generator that is not behind: the
+   script's own CPU generator, or the default one of a CPU target (not Rule 5's remap,
+   not a fake CUDA tensor). Made for real, such a draw gives the real run's values, so
+   a float one keeps them (Rule 36 of Note [Fake runs]): it is computed on its inputs'
+   known values by Rule 3, drawing from the process's generator itself, and Rules 4 and
+   5 do not run for it. Worked example: `torch.manual_seed(0); nn.Linear(64, 64);
+   keep = torch.rand(32, 64) < 0.25`: the Linear's init moves the default generator by
+   Rule 5, the `rand` is then in step and made for real, and `keep.nonzero()` has the
+   real run's 511 rows, not its bound of 2,048.
+8. `binomial` (inversion below a count times probability of 10, BTRS rejection above)
+   and `_sample_dirichlet` (a gamma per element, rejection sampled) draw as many numbers
+   as their inputs' values need: they are Rule 6's. Made on scratch ones they moved the
+   generator by another count than the real run's, silently: `torch.binomial(full(30.),
+   p)` then `randperm(6)` gave [2, 5, 1, 0, 4, 3] against the real [0, 2, 5, 4, 1, 3],
+   nothing said. (fix56c wrote that they carry no `nondeterministic_seeded` tag in torch
+   2.13; they do, on every overload: `dir(torch.ops.aten)` lists only the packets loaded
+   so far, which is where they were missed.)
 """
 
 from __future__ import annotations
@@ -71,9 +88,11 @@ ADVANCE_NUMEL = 1 << 20
 # Rule 5: the most elements made for real so, in all, per generator (~0.7 s of `uniform_`
 # on one core of this box at 10 ms per 2^20)
 ADVANCE_TOTAL = 1 << 26
-# Rule 6: draws whose count depends on their inputs' values
+# Rule 6: draws whose count depends on their inputs' values (Rule 8: `binomial` and
+# `_sample_dirichlet` too)
 _VALUE_COUNTED = frozenset({"poisson", "_standard_gamma", "rrelu_with_noise",
-                            "rrelu_with_noise_", "rrelu_with_noise_functional"})
+                            "rrelu_with_noise_", "rrelu_with_noise_functional",
+                            "binomial", "_sample_dirichlet"})
 
 _SEEDED: dict[Any, bool] = {}
 
@@ -108,18 +127,29 @@ class RandomDraws:
         tensors = [o for o in outs if isinstance(o, torch.Tensor)]
         return bool(tensors) and all(self._values_of(o) is not None for o in tensors)
 
-    def drew(self, collector, func, args: tuple, kwargs: dict, out) -> None:
+    def _key(self, args: tuple, kwargs: dict, out):
+        """The generator a draw takes from (Rule 1), and the device its result is on."""
         gen = _generator(args, kwargs)
         first = out[0] if isinstance(out, (list, tuple)) and out else out
         device = getattr(getattr(first, "device", None), "type", "cpu")
-        key = id(gen) if gen is not None else ("default", device)
+        return gen, device, id(gen) if gen is not None else ("default", device)
+
+    def in_step(self, collector, args: tuple, kwargs: dict, out) -> bool:
+        """Rule 7: does this draw take from a CPU generator that has given the fake run every
+        draw it gave the real run (the script's own, or the default one of a CPU target),
+        so that made for real it draws the real run's values?"""
+        gen, device, key = self._key(args, kwargs, out)
+        on_host = gen.device.type == "cpu" if gen is not None else \
+            device == "cpu" and not collector.target.remap
+        return on_host and key not in self._behind
+
+    def drew(self, collector, func, args: tuple, kwargs: dict, out) -> None:
+        gen, device, key = self._key(args, kwargs, out)
         if _draws_nothing(func, args, kwargs):   # Rule 6: `dropout_p=0`
             return
-        if not self._made_for_real(out):
-            on_host = gen.device.type == "cpu" if gen is not None else \
-                device == "cpu" and not collector.target.remap   # Rule 5
-            if not (on_host and key not in self._behind and self._advance(key, func, args,
-                                                                          kwargs, out)):
+        if not self._made_for_real(out):   # Rules 4 and 5: in step, moved as the real one
+            if not (self.in_step(collector, args, kwargs, out) and
+                    self._advance(key, func, args, kwargs, out)):
                 self._behind.add(key)          # Rule 1
             return
         # Rule 2: a generator object says its device; a default one's is the target's
