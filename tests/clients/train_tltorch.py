@@ -21,6 +21,11 @@ Models (`--model`):
   mixing, a running mean over time and a block-TT `FactorizedLinear` onto the vocabulary;
   next-token cross-entropy.
 
+`--model mlp` only: `--lib-checkpoint` (the layers' own `checkpointing=True`: torch's
+checkpoint around each contraction), `--from-dense` (each CP layer made from an
+`nn.Linear` by `FactorizedLinear.from_linear`, a CP decomposition of its weight),
+`--shared` (the CP layers index one `n_layers` tensor through `get_linear(i)`).
+
 Options: `--impl factorized|reconstructed` (every factorized layer's implementation),
 `--dropout P` (tensor dropout on every factorized weight, training only; `--eval-every`
 runs an evaluation under no_grad in eval mode, where it is off), `--lasso` (a CP / Tucker
@@ -57,14 +62,30 @@ class ConvNet(nn.Module):
 
 
 class FactorizedMLP(nn.Module):
-    def __init__(self, impl: str, layers: int) -> None:
+    def __init__(self, impl: str, layers: int, ckpt: bool = False, dense: bool = False,
+                 shared: bool = False) -> None:
         super().__init__()
         blocks = []
-        for _ in range(layers):
-            blocks += [tltorch.FactorizedLinear((4, 4, 4), (4, 4, 4), factorization="cp",
-                                                rank=0.5, implementation=impl), nn.GELU(),
+        if shared:   # one CP tensor of shape (layers, out, in): the layers index into it
+            self.stack = tltorch.FactorizedLinear((4, 4, 4), (4, 4, 4), factorization="cp",
+                                                  rank=0.5, implementation=impl,
+                                                  n_layers=layers, checkpointing=ckpt)
+        for i in range(layers):
+            if shared:
+                first = self.stack.get_linear(i)
+            elif dense:   # a dense layer, then decomposed (the README's from_linear)
+                first = tltorch.FactorizedLinear.from_linear(
+                    nn.Linear(64, 64), rank=0.5, factorization="cp", implementation=impl,
+                    n_tensorized_modes=3, checkpointing=ckpt,
+                    decomposition_kwargs=dict(init="random", n_iter_max=5))
+            else:
+                first = tltorch.FactorizedLinear((4, 4, 4), (4, 4, 4), factorization="cp",
+                                                 rank=0.5, implementation=impl,
+                                                 checkpointing=ckpt)
+            blocks += [first, nn.GELU(),
                        tltorch.FactorizedLinear((4, 4, 4), (4, 4, 4), factorization="blocktt",
-                                                rank=0.5, implementation=impl), nn.GELU()]
+                                                rank=0.5, implementation=impl,
+                                                checkpointing=ckpt), nn.GELU()]
         self.blocks = nn.Sequential(*blocks)
         self.head = tltorch.TRL((64,), (8,), rank=4, factorization="tucker")
 
@@ -107,6 +128,9 @@ def main() -> None:
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--clip", type=float, default=0.0)
     p.add_argument("--eval-every", type=int, default=0)
+    p.add_argument("--lib-checkpoint", action="store_true")
+    p.add_argument("--from-dense", action="store_true")
+    p.add_argument("--shared", action="store_true")
     p.add_argument("--bug", default="", choices=["", "lasso-after-optim"])
     args = p.parse_args()
     torch.manual_seed(0)
@@ -114,7 +138,8 @@ def main() -> None:
     if args.model == "cnn":
         model = ConvNet(args.impl)
     elif args.model == "mlp":
-        model = FactorizedMLP(args.impl, args.layers)
+        model = FactorizedMLP(args.impl, args.layers, args.lib_checkpoint, args.from_dense,
+                              args.shared)
     else:
         model = TinySeq(args.impl)
 
