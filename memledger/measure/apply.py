@@ -647,8 +647,10 @@ class _NestingGuard:
         self.paths = {id(m): p for p, m in named}   # a compiled module and its wrapper alike
         self.own: list[Any] = []   # the region's own checkpoint pack hook while it runs
         # a checkpoint-run watch per open first run, with the script's checkpoints of a
-        # function met in it
-        self.watches: list[tuple[CheckpointRunWatch, list[FunctionCheckpoint]]] = []
+        # function met in it, and the modules the script checkpoints in it (Note [A
+        # checkpoint met in a call, not under its path], replay/script_checkpoint.py)
+        self.watches: list[tuple[CheckpointRunWatch, list[FunctionCheckpoint],
+                                 list[nn.Module]]] = []
 
     def run(self, orig: Callable) -> Callable:
         """`orig` as checkpoint runs it, the region's own pack hook noted meanwhile."""
@@ -674,13 +676,13 @@ class _NestingGuard:
         self.own.append(pack)
         watch = CheckpointRunWatch(self._checkpoint_run)   # Note [A checkpoint that keeps
         watch.__enter__()                                   # no generator state]
-        self.watches.append((watch, []))
+        self.watches.append((watch, [], []))
 
     def leave(self, done: bool = False) -> None:
         """The first run ends (`done`: returned); refuse if the script checkpointed a
         function of no module in it (a module call under it was refused already)."""
         self.own.pop()
-        watch, seen = self.watches.pop()
+        watch, seen, modules = self.watches.pop()
         watch.__exit__(None, None, None)
         if done and seen:
             site = seen[0]
@@ -688,10 +690,19 @@ class _NestingGuard:
                 if site.caller is not None else self.path
             raise PolicyError(nested_function_checkpoint_message(
                 self.policy, self.path, region, site.fn, site.at, site.lib))
+        if done and modules:   # a module the region calls but does not hold by name: its
+            # calls were not hooked (`check_inner`), so met here (Note [A checkpoint met in
+            # a call, not under its path], replay/script_checkpoint.py)
+            raise PolicyError(nested_checkpoint_message(
+                self.policy, self.path, self.paths.get(id(modules[0]), ""), inside=False))
 
     def _checkpoint_run(self) -> None:
-        if self.watches and (site := function_checkpoint_site()) is not None:
+        if not self.watches:
+            return
+        if (site := function_checkpoint_site()) is not None:
             self.watches[-1][1].append(site)
+        elif (call := find_checkpoint_call()) is not None and call.module is not None:
+            self.watches[-1][2].append(call.module)
 
     def check_outer(self, message: Callable = nested_checkpoint_message) -> None:
         """As the region is entered: does it run inside a checkpoint of the script's?"""

@@ -173,6 +173,7 @@ from memledger.replay.policies import (DEFAULT_SAVE_OPS, MODEL_FIRST, MODEL_MOVE
                                        PolicyKind, no_model_message, resolve)
 from memledger.replay.prepared import ACTIVATION, BUFFER, INPUT, MODEL_STATE, Prepared
 from memledger.replay.script_checkpoint import (
+    calls_running,
     refuse_around_function_checkpoints,
     refuse_around_script_checkpoints,
 )
@@ -3622,6 +3623,18 @@ def _refuse_unseen_save_names(policy: Policy, torch_version: str) -> None:
                 raise PolicyError(line)
 
 
+def _recomputed_running(calls: _Calls, at: tuple[tuple[int, int], ...]
+                        ) -> list[tuple[str, int]]:
+    """(path, checkpoint index) per recomputed selected call whose events hold a script
+    checkpoint's first run (Note [A checkpoint met in a call, not under its path] in
+    replay/script_checkpoint.py)."""
+    if not at or not len(calls):
+        return []
+    rec = _is_recomputed(calls.kind)
+    return [(str(calls.mods[c]), k) for c, k in calls_running(calls.ev0, calls.ev1, at)
+            if rec[c]]
+
+
 def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
            probe: int | None = None, slots: bool = False) -> Replayed:
     """Predict the live curve of `prep`'s run under `policy`. See Note [Replay of a
@@ -3640,12 +3653,14 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
         paths = np.array(list(calls.by_path), dtype=object)
         kinds = np.array([_KIND_CODE[p.kind] for p in calls.by_path.values()], dtype=np.int64)
         refuse_around_script_checkpoints(policy.text(), paths, _is_recomputed(kinds),
-                                         kinds == Kind.OFFLOAD, prep.script_ckpt)
+                                         kinds == Kind.OFFLOAD, prep.script_ckpt,
+                                         _recomputed_running(calls, prep.script_ckpt_at))
     if prep.script_fn_ckpt:   # Note [A policy checkpoint around a checkpointed function]
         paths = np.array(list(calls.by_path), dtype=object)
         kinds = np.array([_KIND_CODE[p.kind] for p in calls.by_path.values()], dtype=np.int64)
         refuse_around_function_checkpoints(policy.text(), paths[_is_recomputed(kinds)],
-                                           prep.script_fn_ckpt)
+                                           prep.script_fn_ckpt,
+                                           _recomputed_running(calls, prep.script_fn_ckpt_at))
     _refuse_other_mode(prep, calls, policy)   # Note [A re-run in another mode]
     own = _owners(prep, calls)
     dropped, kept_cache, handed_back, in_save_list = _checkpoint_drops(prep, calls, own,

@@ -16,7 +16,8 @@ import pandas as pd
 from memledger.ledger.model import Ledger
 from memledger.ledger.schema import CATEGORIES
 from memledger.replay.compiled import compiled_regions
-from memledger.replay.script_checkpoint import script_checkpoints, script_function_checkpoints
+from memledger.replay.script_checkpoint import (checkpoint_events, script_checkpoints,
+                                                script_function_checkpoints)
 from memledger.replay.stateful import OWN_STATE, held_sids, stateful_calls
 from memledger.replay.timings import Timings, match_timings, timing_record
 
@@ -185,6 +186,10 @@ class Prepared:
     # (the module whose call runs it, the function, file:line): Note [A policy checkpoint
     # around a checkpointed function] (trace/script_checkpoint.py)
     script_fn_ckpt: tuple[tuple[str, str, str, str], ...] = ()
+    # the event of each such checkpoint's first run, with its index into script_ckpt /
+    # script_fn_ckpt: Note [A checkpoint met in a call, not under its path]
+    script_ckpt_at: tuple[tuple[int, int], ...] = ()
+    script_fn_ckpt_at: tuple[tuple[int, int], ...] = ()
     # per backward pass that found modules in another mode than their forward had: (its
     # first event, the previous pass's, ((path, training at the forward), ...), the paths
     # of the modules whose code may read a flag, None: every module, as older ledgers
@@ -446,6 +451,10 @@ class Prepared:
             stateful_mod=st_mod, stateful_ev0=st_ev0, stateful_obj=st_obj,
             script_ckpt=script_checkpoints(led.extra.get("script_ckpt", [])),
             script_fn_ckpt=script_function_checkpoints(led.extra.get("script_ckpt_fn", [])),
+            script_ckpt_at=checkpoint_events(led.extra.get("script_ckpt", []),
+                                             script_checkpoints),
+            script_fn_ckpt_at=checkpoint_events(led.extra.get("script_ckpt_fn", []),
+                                                script_function_checkpoints),
             modes=tuple((int(r["ev"]), int(r.get("from", -1)),
                          tuple(zip(map(str, r["mods"]), map(bool, r["train"]))),
                          None if "reads" not in r else tuple(map(str, r["reads"])))

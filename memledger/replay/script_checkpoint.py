@@ -54,11 +54,54 @@ def runs_inside(path: str, region: str, first: str) -> bool:
     return path == first or (path != region and _inside(path, region))
 
 
+# Note [A checkpoint met in a call, not under its path]
+# Rules 1 and 2 compare module paths: a region is around the script's checkpoint where
+# the checkpointed module's path is under the region's. A module a region calls need not
+# be its child by name: tensorly-torch's `FactorizedLinear(n_layers=2)` holds one weight
+# for two layers, and each layer (`get_linear(i)`, a `SubFactorizedLinear` placed in the
+# model as `blocks.0`, `blocks.4`) calls the shared module, which `named_modules()` names
+# once, `stack`; with `checkpointing=True` that module's forward checkpoints its
+# contraction (`_inner_forward`, a function of no module). `selective:@SubFactorizedLinear`
+# (tests/clients/train_tltorch.py --model mlp --shared --impl reconstructed
+# --lib-checkpoint) was predicted at 2,482,416 B while measure, which meets the nesting in
+# the running calls, refused it ("would checkpoint blocks.4, and stack's forward, which
+# runs in it, checkpoints the function FactorizedLinear.forward.<locals>._inner_forward
+# itself"). The trace records the event at which each checkpoint of the script's first
+# ran (`ev` of `script_ckpt` and `script_ckpt_fn`); a selected call whose events
+# [ev0, ev1) hold that event runs the checkpoint, whatever the paths: rule 1 refuses it as
+# one around, as measure does. The path rules stay for what the events do not show (a
+# call made without gradients: no record is written there).
+def checkpoint_events(records: list[dict], distinct) -> tuple[tuple[int, int], ...]:
+    """(event of the first run, index into `distinct(records)`) per record that has one."""
+    keys = distinct(records)
+    index = {k: i for i, k in enumerate(keys)}
+    out = []
+    for r in records:
+        if "ev" in r:
+            k = distinct([r])[0]
+            out.append((int(r["ev"]), index[k]))
+    return tuple(out)
+
+
+def calls_running(ev0: np.ndarray, ev1: np.ndarray,
+                  at: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
+    """(call, checkpoint index) for each call whose events [ev0, ev1) hold a checkpoint's
+    first run (Note [A checkpoint met in a call, not under its path])."""
+    out = []
+    for ev, k in at:
+        for c in np.flatnonzero((ev0 <= ev) & (ev < ev1)).tolist():
+            out.append((c, k))
+    return out
+
+
 def refuse_around_script_checkpoints(policy_text: str, mods: np.ndarray,
                                      recompute: np.ndarray, offload: np.ndarray,
-                                     checkpoints: tuple[ScriptCheckpoint, ...]) -> None:
+                                     checkpoints: tuple[ScriptCheckpoint, ...],
+                                     running: list[tuple[str, int]] = ()) -> None:
     """Raise PolicyError if a selected call (modules `mods`; `recompute` and `offload`
-    masks over them) breaks rule 1 or 2 against the script's own checkpoints."""
+    masks over them) breaks rule 1 or 2 against the script's own checkpoints. `running`:
+    (path of a recomputed call, index into `checkpoints`) for calls whose events hold
+    that checkpoint's first run (Note [A checkpoint met in a call, not under its path])."""
     if not checkpoints:
         return
     for mask, broken, message in ((recompute, nests, nested_checkpoint_message),
@@ -68,6 +111,11 @@ def refuse_around_script_checkpoints(policy_text: str, mods: np.ndarray,
                 if (broken(path, region) if broken else runs_inside(path, region, first)):
                     raise PolicyError(message(policy_text, path, region,
                                               inside=runs_inside(path, region, first)))
+    for path, k in running:   # a call around it by its events, not by the paths
+        region, first = checkpoints[k]
+        if not nests(path, region) and path != first:
+            raise PolicyError(nested_checkpoint_message(policy_text, path, region,
+                                                        inside=False))
 
 
 def script_function_checkpoints(records: list[dict]) -> tuple[tuple[str, str, str, str], ...]:
@@ -81,16 +129,22 @@ def script_function_checkpoints(records: list[dict]) -> tuple[tuple[str, str, st
 
 
 def refuse_around_function_checkpoints(policy_text: str, recomputed: np.ndarray,
-                                       checkpoints: tuple[tuple[str, str, str, str], ...]
-                                       ) -> None:
+                                       checkpoints: tuple[tuple[str, str, str, str], ...],
+                                       running: list[tuple[str, int]] = ()) -> None:
     """Rule 1 for a checkpointed function of no module: a checkpointed or selective module
     whose call runs it (the module, or one around it) nests the two checkpoints. One inside
-    the module runs outside the function: not refused. Nothing runs inside it to offload."""
+    the module runs outside the function: not refused. Nothing runs inside it to offload.
+    `running`: (path of a recomputed call, index into `checkpoints`) for calls whose
+    events hold its first run (Note [A checkpoint met in a call, not under its path])."""
     for path in dict.fromkeys(recomputed.tolist()):
         for region, fn, at, lib in checkpoints:
             if path == region or not path or region.startswith(path + "."):
                 raise PolicyError(nested_function_checkpoint_message(policy_text, path,
                                                                      region, fn, at, lib))
+    for path, k in running:   # a call around it by its events, not by the paths
+        region, fn, at, lib = checkpoints[k]
+        raise PolicyError(nested_function_checkpoint_message(policy_text, path, region, fn,
+                                                             at, lib))
 
 
 def nested_function_checkpoint_message(policy_text: str, path: str, region: str, fn: str,

@@ -113,6 +113,9 @@ Rules (numbered so that code can point here):
    on CPU in fp32): the meta kernel copies the CUDA kernel's bf16-only check, so the fake
    run crashed where the real one trains, and on a CPU-only build makes a contiguous output
    where the CPU kernel (as the CUDA one) pads each row's stride to 16 bytes.
+   `bernoulli.out` into a tensor of another dtype (a bool mask drawn from float
+   probabilities): the fake kernel refuses the cast, the kernel draws in place (Note
+   [Bernoulli draws into a bool tensor]).
 12. A deep copy of a fake tensor keeps the run's mode (`_RunMode`): `copy.deepcopy(model)`
    copied the mode with each tensor, and the copies were then faked again as foreign.
 13. FakeTensorMode's sparse ops keep no entries (`clone`, `_coalesce`, a sparse `t`: nnz
@@ -818,6 +821,28 @@ def _obs_fq_grown(x, observer_on, fake_quant_on, running_min, running_max, scale
 
 
 OBS_FQ_CPU = _CpuKernel(OBS_FQ, _obs_fq_grown)
+BERNOULLI_OUT = aten.bernoulli.out
+
+
+# Note [Bernoulli draws into a bool tensor]
+# Rule 11: `torch.bernoulli(p, out=mask)` with a bool `mask` and float `p` (tensorly-torch's
+# tensor dropout draws the ranks it keeps so: `torch.bernoulli(torch.ones(rank) * (1 - p),
+# out=torch.empty(rank, dtype=torch.bool))`). ATen's `bernoulli_out` is
+# `result.resize_(self.sizes()); result.bernoulli_(self, gen)`: an in-place draw, which
+# writes any dtype, so the CPU and CUDA kernels take it; torch's fake one (an `out_wrapper`
+# around the functional op) draws in p's dtype and refuses to cast float32 into the bool
+# out ("Attempting to cast from torch.float32 to out tensor with dtype torch.bool ...
+# not safe!"). `trace --fake` of tests/clients/train_tltorch.py --dropout 0.3 stopped
+# there with exit 3, "script raised RuntimeError", where the real run trains. The stand-in
+# is the kernel's own two steps on the fake tensors: the out tensor, grown to p's shape
+# where it is smaller, as the kernel grows it, and nothing else allocated.
+def _bernoulli_into(p, *, generator=None, out):
+    """Rule 11: `bernoulli.out` as ATen runs it (Note [Bernoulli draws into a bool tensor])."""
+    out.resize_(p.shape)
+    return out.bernoulli_(p, generator=generator)
+
+
+BERNOULLI_OUT_CPU = _CpuKernel(BERNOULLI_OUT, _bernoulli_into)
 MKLDNN_RNN_LAYER = aten.mkldnn_rnn_layer.default
 
 
@@ -1295,6 +1320,9 @@ class FakeCollector(Collector):
             func = GROUPED_MM_CPU                        # Rule 11
         elif func is OBS_FQ:
             func = OBS_FQ_CPU                            # Rule 11
+        elif func is BERNOULLI_OUT and kwargs and kwargs.get("out") is not None and \
+                kwargs["out"].dtype != args[0].dtype:
+            func = BERNOULLI_OUT_CPU                     # Rule 11
         elif func is MKLDNN_RNN_LAYER and not kwargs and not self.target.remap and \
                 args[0].device.type == "cpu":
             func = MKLDNN_RNN_LAYER_CPU                  # Rule 11
