@@ -149,6 +149,9 @@ class Prepared:
     # event; -1 for a buffer), written in place in forward: Note [State a re-run writes
     # again] (replay/stateful.py)
     state_writes: tuple = ()
+    # (event, name) of each parameter written in place in forward, its first write of each
+    # step: Note [A set-up on the first call] (replay/first_call.py)
+    param_writes: tuple = ()
     # bool per storage: its free was written at the op that took its place, as the untraced
     # run writes into it (Note [In place but for the mode], trace/collector.py)
     folded_in: np.ndarray = None
@@ -415,6 +418,7 @@ class Prepared:
             # Note [Written in place in forward] (trace/collector.py)
             mutated=st.index.isin([r["sid"] for r in led.extra.get("mutated", [])]),
             state_writes=_state_writes(led, st, sc),
+            param_writes=_parameter_writes(led, st),
             folded_in=st.index.isin([r["in"] for r in led.extra.get("inplace", [])
                                      if "in" in r]),
             kept=tuple((str(r["mod"]), int(r["ev0"])) for r in led.extra.get("kept", [])),
@@ -621,6 +625,16 @@ def _state_writes(led: Ledger, st: pd.DataFrame, sc: pd.DataFrame
         out.append((ev, str(st.at[sid, "name"] or ""), made, False, int(r.get("rd", ev)),
                     steps[sid] > 1))
     return tuple(sorted(out, key=lambda w: w[0]))   # by event; records in their order
+
+
+def _parameter_writes(led: Ledger, st: pd.DataFrame) -> tuple[tuple[int, str], ...]:
+    """(event, name) of each parameter a forward wrote in place (`mutated` records: the
+    first write of each step), by event: Note [A set-up on the first call]
+    (replay/first_call.py)."""
+    out = [(int(r["ev"]), str(st.at[int(r["sid"]), "name"] or ""))
+           for r in led.extra.get("mutated", [])
+           if int(r["sid"]) in st.index and st.at[int(r["sid"]), "category"] == "parameter"]
+    return tuple(sorted(out))
 
 
 # Note [A model's former label]
