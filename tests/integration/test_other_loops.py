@@ -332,6 +332,7 @@ def test_a_region_that_changes_its_input_in_place_is_refused_alike():
     assert abs(whole.predicted - whole.measured) <= 512, whole   # -12 B: not yet explained
 
 
+@pytest.mark.slow
 def test_a_refusal_a_library_wraps_in_its_own_error_is_still_a_refusal():
     """The same jitter, the layers run inside `try:` that raises the model's own error
     `from` the layer's (FrEIA's `GraphINN` runs its nodes so): measure's refusal, raised
