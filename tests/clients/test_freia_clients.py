@@ -23,10 +23,10 @@ said):
   With `--cycle`, `checkpoint:module_list.0` (HaarDownsampling, whose inverse scales its
   input in place) is refused by both (measure said "the script failed" before: Note [A
   refusal a library wrapped], trace/script.py).
-Not fixed: `--model glow --blocks 1 --width 8 --cycle 0.5` (or `--sample`),
-`checkpoint:module_list.2` (a PermuteRandom) predicted 476,364 B, measured 498,764 B
-(`module_list.7`: 476,364 vs 487,564; 11,200 B = one RNG state + one 6,144 B input per
-call); docs/decisions.md, fifty-seventh session.
+- `--model glow --blocks 1 --width 8 --cycle 0.5` (or `--sample 0.1`): 436,432 +
+  39,932 B; `checkpoint:module_list.2` (a PermuteRandom, its index a parameter over
+  numpy's memory) 498,764 B, predicted 476,364 before (Note [Model state over memory torch
+  did not allocate], replay/prepared.py), `checkpoint:module_list.7` 487,564 (476,364).
 The doctor finds nothing on the loops; `--bug stale` (no zero_grad) is `grad_leak`.
 """
 
@@ -96,3 +96,20 @@ def test_toy_density_doctor_finds_nothing_and_a_stale_gradient():
     assert_one_doctor_error("train_freia.py", ["--model", "toy", "--bug", "stale"], 3,
                             "grad_leak",
                             "(loss / args.accum if args.accum > 1 else loss).backward()")
+
+
+@pytest.mark.slow
+def test_permutations_whose_index_is_numpys_memory_hold_their_frames_to_backward():
+    """PermuteRandom keeps its permutation as `nn.Parameter(torch.LongTensor(perm))` of a
+    numpy array (external memory), the only tensor its forward saves; the replay dropped
+    that save with the storage and let each checkpoint frame go as its call ended. With
+    the inverse pass in the loss the forward's frames are live at the peak (11,200 B each:
+    an RNG state and the (8, 192) fp32 argument)."""
+    argv = ["--model", "glow", "--cycle", "0.5", *SMALL]
+    pols = {"checkpoint:module_list.2": 498_764, "checkpoint:module_list.7": 487_564}
+    run = run_client("train_freia.py", argv, list(pols))
+    assert run.ledger_peak == 436_432
+    assert_pinned(run.allocator_peak, amd_bf16=476_364)
+    for policy, peak in pols.items():
+        assert run.policies[policy].predicted == run.policies[policy].measured, policy
+        assert_pinned(run.policies[policy].measured, amd_bf16=peak)
