@@ -18,8 +18,12 @@ said):
   (ActNorm) refused by both sides in one line (Note [A set-up on the first call],
   replay/first_call.py: predict priced it at 837,480 B before); `offload:module_list.*`
   692,640 B, `checkpoint:@GLOWCouplingBlock` 754,484 B.
-- `--model graph` (Haar downsampling, conditional couplings, a Split whose halves leave
-  through Flatten and a Concat1d; 2 steps, `--clip 1`): 618,936 + 10,752 B; seven policies.
+- `--model graph --concat --clip 1` (Haar downsampling, couplings, a Split whose halves
+  leave through Flatten and a Concat1d, conditional AllInOneBlocks; 2 steps): 618,936 +
+  10,752 B; seven policies. `--concat` is not pinned: FrEIA orders the graph's nodes by
+  iterating a set, so `module_list.k` names another node in another process (a
+  `checkpoint:module_list.5+checkpoint:module_list.6` read 620,376 B in one run and
+  612,312 in another); the default, two OutputNodes, orders them alike every time.
   With `--cycle`, `checkpoint:module_list.0` (HaarDownsampling, whose inverse scales its
   input in place) is refused by both (measure said "the script failed" before: Note [A
   refusal a library wrapped], trace/script.py).

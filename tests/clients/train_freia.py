@@ -18,9 +18,12 @@ Models (`--model`):
   `IRevNetDownsampling` (or `HaarDownsampling` with `--haar`), then `RNVPCouplingBlock`s
   after a `Flatten`.
 - `graph`: a `GraphINN` on 3 x 8 x 8 images with a `ConditionNode` (a one-hot class):
-  `HaarDownsampling`, conditional `GLOWCouplingBlock`s, a `Split` whose one half leaves
-  early through its own `OutputNode`, the other through a `Flatten` and conditional
-  `AllInOneBlock`s, then a `Concat1d` of the two.
+  `HaarDownsampling`, `GLOWCouplingBlock`s, a `Split` whose one half leaves early
+  through a `Flatten` and its own `OutputNode`, the other through a `Flatten` and
+  conditional `AllInOneBlock`s to a second `OutputNode`. `--concat`: the two halves
+  joined by a `Concat1d` into one output instead; FrEIA orders such a graph's nodes by
+  iterating a set of them (`topological_order`), so which branch runs first, and which
+  node each `module_list.k` is, changes from one process to the next.
 
 Options: `--batch`, `--blocks`, `--width` (the subnets' hidden size), `--sgd` (SGD with
 momentum instead of Adam), `--clip X` (clip the gradients' norm), `--accum N` (gradient
@@ -92,9 +95,12 @@ def graph_inn(args, classes: int) -> Ff.GraphINN:
         nodes.append(Ff.Node(nodes[-1], Fm.AllInOneBlock,
                              {"subnet_constructor": mlp(args.width), "permute_soft": False},
                              conditions=cond, name=f"cond_block{k}"))
-    nodes.append(Ff.Node([early.out0, nodes[-1].out0], Fm.Concat1d, {"dim": 0},
-                         name="concat"))
-    nodes.append(Ff.OutputNode(nodes[-1], name="z"))
+    if args.concat:
+        nodes.append(Ff.Node([early.out0, nodes[-1].out0], Fm.Concat1d, {"dim": 0},
+                             name="concat"))
+        nodes.append(Ff.OutputNode(nodes[-1], name="z"))
+    else:
+        nodes += [Ff.OutputNode(early, name="z_early"), Ff.OutputNode(nodes[-1], name="z")]
     return Ff.GraphINN(nodes + [cond])
 
 
@@ -120,6 +126,7 @@ def main() -> None:
     p.add_argument("--blocks", type=int, default=2)
     p.add_argument("--width", type=int, default=16)
     p.add_argument("--haar", action="store_true")
+    p.add_argument("--concat", action="store_true")
     p.add_argument("--sgd", action="store_true")
     p.add_argument("--clip", type=float, default=0.0)
     p.add_argument("--accum", type=int, default=1)
@@ -137,22 +144,27 @@ def main() -> None:
              else torch.optim.Adam(params, lr=1e-3))
     gen = torch.Generator().manual_seed(1)
 
+    def inverse(z: torch.Tensor, c, sizes: list[int] | None, jac: bool = True):
+        """The inverse pass from `z`, split back into the outputs' parts (`sizes`)."""
+        zs = list(torch.split(z, sizes, 1)) if sizes else z
+        back, _ = inn(zs, c=c, rev=True, jac=jac) if c is not None else \
+            inn(zs, rev=True, jac=jac)
+        return back[0] if isinstance(back, (tuple, list)) else back
+
     def loss_of() -> torch.Tensor:
         x, c = batch_of(args, classes, gen)
         z, log_jac_det = inn(x, c=c) if c is not None else inn(x)
+        sizes = None
         if isinstance(z, (tuple, list)):
+            sizes = [t.shape[1] for t in z] if len(z) > 1 else None
             z = torch.cat([t.flatten(1) for t in z], 1)
         loss = (0.5 * z.pow(2).sum(1) - log_jac_det).mean() / z.shape[1]
         if args.cycle:
-            back, _ = inn(z.detach(), c=c, rev=True) if c is not None else \
-                inn(z.detach(), rev=True)
-            back = back[0] if isinstance(back, (tuple, list)) else back
+            back = inverse(z.detach(), c, sizes)
             loss = loss + args.cycle * (back - x).pow(2).mean()
         if args.sample:
             noise = torch.randn(z.shape, generator=gen)
-            xs, _ = inn(noise, c=c, rev=True, jac=False) if c is not None else \
-                inn(noise, rev=True, jac=False)
-            xs = xs[0] if isinstance(xs, (tuple, list)) else xs
+            xs = inverse(noise, c, sizes, jac=False)
             loss = loss + args.sample * xs.pow(2).mean()
         return loss
 
