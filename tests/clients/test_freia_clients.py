@@ -31,7 +31,8 @@ said):
   39,932 B; `checkpoint:module_list.2` (a PermuteRandom, its index a parameter over
   numpy's memory) 498,764 B, predicted 476,364 before (Note [Model state over memory torch
   did not allocate], replay/prepared.py), `checkpoint:module_list.7` 487,564 (476,364).
-The doctor finds nothing on the loops; `--bug stale` (no zero_grad) is `grad_leak`.
+The doctor finds nothing on the loops; `--bug stale` (no zero_grad) is `grad_leak`,
+`--bug clip-after-step` is `clip_order` (at the clip after the step).
 """
 
 import importlib.util
@@ -94,12 +95,15 @@ def test_graph_inn_with_an_inverse_pass_refuses_a_haar_re_run_in_one_line():
 def test_toy_density_doctor_finds_nothing_and_a_stale_gradient():
     """SequenceINN of AllInOneBlocks on the 2-D density: nothing on the loop with
     accumulation and clipping; `--bug stale` (zero_grad never called) is `grad_leak`, at
-    the backward."""
+    the backward; `--bug clip-after-step` is `clip_order`, at the late clip."""
     assert_one_doctor_error("train_freia.py", ["--model", "toy", "--accum", "2",
                                                "--clip", "1.0"], 3, None, "")
     assert_one_doctor_error("train_freia.py", ["--model", "toy", "--bug", "stale"], 3,
                             "grad_leak",
                             "(loss / args.accum if args.accum > 1 else loss).backward()")
+    assert_one_doctor_error("train_freia.py", ["--model", "toy", "--clip", "1.0", "--bug",
+                                               "clip-after-step"], 3, "clip_order",
+                            "torch.nn.utils.clip_grad_norm_(params, args.clip)")
 
 
 @pytest.mark.slow

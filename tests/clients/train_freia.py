@@ -30,7 +30,8 @@ momentum instead of Adam), `--clip X` (clip the gradients' norm), `--accum N` (g
 accumulation), `--cycle W` (add W times a cycle term: the inverse pass `rev=True` from
 the detached latent must give back the input), `--sample W` (add W times a sampling
 term: the inverse pass from fresh Gaussian noise, its mean squared), `--bug stale`
-(a realistic loop bug: `zero_grad` is never called, so the gradients add up over steps).
+(a realistic loop bug: `zero_grad` is never called, so the gradients add up over steps),
+`--bug clip-after-step` (with `--clip`: the gradients clipped after the step used them).
 """
 
 import argparse
@@ -133,7 +134,7 @@ def main() -> None:
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--cycle", type=float, default=0.0)
     p.add_argument("--sample", type=float, default=0.0)
-    p.add_argument("--bug", default="", choices=["", "stale"])
+    p.add_argument("--bug", default="", choices=["", "stale", "clip-after-step"])
     args = p.parse_args()
     torch.manual_seed(0)
     np.random.seed(0)   # PermuteRandom(seed=None) and AllInOneBlock draw numpy's generator
@@ -174,9 +175,11 @@ def main() -> None:
         for _ in range(args.accum):
             loss = loss_of()
             (loss / args.accum if args.accum > 1 else loss).backward()
-        if args.clip:
+        if args.clip and args.bug != "clip-after-step":
             torch.nn.utils.clip_grad_norm_(params, args.clip)
         optim.step()
+        if args.clip and args.bug == "clip-after-step":
+            torch.nn.utils.clip_grad_norm_(params, args.clip)
         if args.bug != "stale":
             optim.zero_grad()
         print(f"step {step}  nll {loss.item():.4f}")
