@@ -88,6 +88,7 @@ from memledger.replay.script_checkpoint import (
     offload_inside_message,
 )
 from memledger.replay.scripted import refuse_scripted_regions
+from memledger.replay.first_call import first_call_setup_message
 from memledger.replay.stateful import (
     ARGUMENT_CHANGED,
     INPUT_WRITTEN,
@@ -865,6 +866,7 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
     parts = [(n, weakref.ref(m)) for n, m in module.named_modules()]
 
     made: list[_Recompute] = []   # the call's, told when its forward is done
+    first = [True]   # Note [A set-up on the first call] (replay/first_call.py)
 
     def contexts() -> tuple[Any, Any]:
         fwd, recompute = context_fn() if context_fn is not None else (
@@ -873,8 +875,10 @@ def _checkpointed(orig: Callable, module: nn.Module, context_fn: Callable | None
         # checkpointing's recompute mode, which would look for them among the saved ops
         # (the module lives while checkpoint's graph holds its bound forward)
         state = _state_versions(parts)
+        setup = _parameter_digests(parts) if first else None   # the first call's only
+        first.clear()
         rec = _Recompute(module_ref(), recompute, where if context_fn is not None else None,
-                         (where, state), parts, _state_digests(state))
+                         (where, state), parts, _state_digests(state), setup)
         made[:] = [rec]
         return fwd, rec
 
@@ -1034,6 +1038,27 @@ def _state_digests(state: list) -> list:
     """Per `_state_versions` entry, its tensor's digest now (None: unreadable or gone)."""
     return [_digest(t, contiguous_only=True) if (t := ref()) is not None else None
             for _, ref, _ in state]
+
+
+def _parameter_digests(parts: list) -> list:
+    """(name in the region, weak reference, digest) of the region's parameters now: Note
+    [A set-up on the first call] (replay/first_call.py). Taken as the region's first call
+    begins, once: a pass over its parameters' bytes."""
+    out = []
+    for path, ref in parts:
+        m = ref()
+        for n, p in (m._parameters.items() if m is not None else ()):
+            if p is not None:
+                out.append((f"{path}.{n}" if path else n, weakref.ref(p),
+                            _digest(p.detach(), contiguous_only=True)))
+    return out
+
+
+def _set_up_since(setup: list | None) -> str | None:
+    """The first parameter, by name, whose digest moved since `setup` was taken (None:
+    none, or no digests): Note [A set-up on the first call] (replay/first_call.py)."""
+    return min((n for n, ref, d in setup or () if d is not None and (p := ref()) is not None
+                and _digest(p.detach(), contiguous_only=True) != d), default=None)
 
 
 def _data_written(state: list, digests: list) -> list[str]:
@@ -1224,11 +1249,14 @@ def rerun_refusal(fills: bool = True, selective: bool = False) -> str | None:
     selective re-run finds full], replay/emptied_cache.py)."""
     if not _LAST_RERUN:
         return None
-    (policy, path), written, (filled, graph) = _LAST_RERUN[0]
+    (policy, path), written, (filled, graph), set_up = _LAST_RERUN[0]
     if written is not None:
         return state_rewritten_message(policy, path, f"{path}.{written}" if path else written)
-    return emptied_cache_message(policy, path, filled, selective and not graph) \
-        if fills and filled is not None else None
+    if fills and filled is not None:
+        return emptied_cache_message(policy, path, filled, selective and not graph)
+    if fills and set_up is not None:   # Note [A set-up on the first call] (first_call.py)
+        return first_call_setup_message(policy, path, f"{path}.{set_up}" if path else set_up)
+    return None
 
 
 def checkpoint_refusal(policy_text: str, error: BaseException, regions: list[str]) -> str:
@@ -1487,8 +1515,12 @@ class _Recompute:
     def __init__(self, module: nn.Module, recompute: Any,
                  selective: tuple[str, str] | None = None,
                  state: tuple[tuple[str, str], list] | None = None,
-                 parts: list | None = None, digests: list | None = None) -> None:
+                 parts: list | None = None, digests: list | None = None,
+                 setup: list | None = None) -> None:
         self._module, self._recompute, self._selective = module, recompute, selective
+        # the region's parameters' digests as its first call began (that call's only):
+        # Note [A set-up on the first call] (replay/first_call.py)
+        self._setup = setup
         self._state = state   # (policy, path), its buffers' versions as the forward began
         self._digests = digests   # and their digests: Note [A write through .data, ...]
         self._state_parts = parts or []   # the region's modules (path, weak reference)
@@ -1541,7 +1573,9 @@ class _Recompute:
             self._forward_wrote = frozenset(wrote)
             first_written = min(wrote, default=None)
             _LAST_RERUN[:] = [(where, first_written,
-                               _filled_since(where, self._state_parts, self._full))]
+                               _filled_since(where, self._state_parts, self._full),
+                               _set_up_since(self._setup))]
+            self._setup = None
             self._attrs = _attributes_held(self._state_parts, self._left)
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(_parameters_as(self._params))

@@ -168,6 +168,7 @@ from memledger.replay.aten_names import refused_save_name
 from memledger.replay.calls import output_saves, record_call, save_call, scopes_of, which_call
 from memledger.replay.compiled import refuse_compiled_regions
 from memledger.replay.emptied_cache import emptied_cache_calls, skipped_fills
+from memledger.replay.first_call import first_call_setup_message, setup_calls
 from memledger.replay.passes import OwnReads, one_phase_per_pass, own_reads
 from memledger.replay.policies import (DEFAULT_SAVE_OPS, MODEL_FIRST, MODEL_MOVED, Policy,
                                        PolicyKind, no_model_message, resolve)
@@ -875,6 +876,24 @@ def _refuse_rewritten_state(prep: Prepared, calls: _Calls, stop: np.ndarray,
                                              prep.state_writes[i][1],
                                              replaced=prep.state_writes[i][3])
     return None
+
+
+def _refuse_first_call_setup(prep: Prepared, calls: _Calls,
+                             packs: tuple[np.ndarray, np.ndarray], read: np.ndarray,
+                             policy: Policy) -> tuple[int, str] | None:
+    """Note [A set-up on the first call] (replay/first_call.py): (the call backward re-runs
+    first of those that set a parameter up in place, the one line naming the first such
+    parameter of it by name), or None."""
+    if not prep.param_writes or not len(calls):
+        return None
+    ev = np.array([w[0] for w in prep.param_writes], dtype=np.int64)
+    bad = setup_calls(ev, calls.mods, calls.ev0, calls.ev1,
+                      _is_recomputed(calls.kind) & read, packs[0], packs[1], prep.n_events)
+    if not bad:
+        return None
+    k = _met_first(calls, [c for c, _ in bad])
+    name = min(prep.param_writes[j][1] for c, j in bad if c == k)
+    return k, first_call_setup_message(policy.text(), str(calls.mods[k]), name)
 
 
 # Note [A call no backward reads is never re-run]
@@ -3691,7 +3710,8 @@ def replay(prep: Prepared, policy: Policy, rng_bytes: int = CPU_RNG_STATE_BYTES,
     # call], replay/emptied_cache.py): the re-run fails on the buffer it finds full
     found = [r for r in (_refuse_emptied_cache(prep, calls, read, policy),
                          _refuse_selective_reused(prep, calls, read, policy),
-                         _refuse_rewritten_state(prep, calls, packs[1], read, policy)) if r]
+                         _refuse_rewritten_state(prep, calls, packs[1], read, policy),
+                         _refuse_first_call_setup(prep, calls, packs, read, policy)) if r]
     if found:   # ties: the first
         raise PolicyError(min(found, key=lambda r: _met_order(calls, r[0]))[1])
     _refuse_selective_recast(prep, calls, own, policy)

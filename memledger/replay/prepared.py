@@ -150,6 +150,9 @@ class Prepared:
     # event; -1 for a buffer), written in place in forward: Note [State a re-run writes
     # again] (replay/stateful.py)
     state_writes: tuple = ()
+    # (event, name) of each parameter written in place in forward, its first write of each
+    # step: Note [A set-up on the first call] (replay/first_call.py)
+    param_writes: tuple = ()
     # bool per storage: its free was written at the op that took its place, as the untraced
     # run writes into it (Note [In place but for the mode], trace/collector.py)
     folded_in: np.ndarray = None
@@ -292,7 +295,7 @@ class Prepared:
 
     @classmethod
     def from_ledger(cls, led: Ledger) -> "Prepared":
-        st = led.on_device()
+        st = _replayed_storages(led)
         n = led.n_events
         fwd = np.full(len(st), -1, dtype=np.int64)
         recs = led.extra.get("fwdlast", [])
@@ -420,6 +423,7 @@ class Prepared:
             # Note [Written in place in forward] (trace/collector.py)
             mutated=st.index.isin([r["sid"] for r in led.extra.get("mutated", [])]),
             state_writes=_state_writes(led, st, sc),
+            param_writes=_parameter_writes(led, st),
             folded_in=st.index.isin([r["in"] for r in led.extra.get("inplace", [])
                                      if "in" in r]),
             kept=tuple((str(r["mod"]), int(r["ev0"])) for r in led.extra.get("kept", [])),
@@ -630,6 +634,51 @@ def _state_writes(led: Ledger, st: pd.DataFrame, sc: pd.DataFrame
         out.append((ev, str(st.at[sid, "name"] or ""), made, False, int(r.get("rd", ev)),
                     steps[sid] > 1))
     return tuple(sorted(out, key=lambda w: w[0]))   # by event; records in their order
+
+
+# Note [Model state over memory torch did not allocate]
+# A storage over memory torch's allocator did not hand out is left off the device's curve
+# (Note [Memory torch's allocator did not hand out], trace/external.py), and the replay
+# left its row out with it, and so its saves. Those saves still say when the node that
+# saved them was let go: FrEIA's `PermuteRandom` keeps its permutation as
+# `nn.Parameter(torch.LongTensor(perm))` of a numpy array, which shares numpy's memory,
+# and its forward `x[0][:, self.perm]` saves that index and nothing else. A checkpoint's
+# frame (its RNG state, 5,056 B on CPU, and the call's argument) lives until backward
+# unpacks that save (Note [Replay of a checkpointed region], rules 2 and 4: a call whose
+# only save is model state holds its frame to that save's unpack); with the save gone the
+# replay let the frame go as the call ended. With an inverse pass in the loss
+# (tests/clients/train_freia.py --model glow --blocks 1 --width 8 --cycle 0.5) the frames
+# of the forward's permutations were live at the peak: `checkpoint:module_list.2`
+# predicted 476,364 B, measured 498,764 (two frames of 11,200 B), `checkpoint:
+# module_list.7` 476,364 against 487,564. The replay now keeps the rows of the model's
+# external parameters and buffers with no bytes: their saves and unpacks count, their
+# memory does not (model state never moves under a policy). External storages of other
+# roles stay out, as before.
+_MODEL_ROLES = ("parameter", "buffer")
+
+
+def _replayed_storages(led: Ledger) -> pd.DataFrame:
+    """The device's storages the replay works on: those its allocator holds, and the
+    external parameters and buffers with 0 bytes (Note [Model state over memory torch did
+    not allocate])."""
+    st = led.storages
+    mine = st["device"] == led.device
+    ext = mine & st["external"] & st["category"].isin(_MODEL_ROLES)
+    if not ext.any():
+        return led.on_device()
+    st = st[(mine & ~st["external"]) | ext].copy()
+    st.loc[st["external"], "bytes"] = 0
+    return st
+
+
+def _parameter_writes(led: Ledger, st: pd.DataFrame) -> tuple[tuple[int, str], ...]:
+    """(event, name) of each parameter a forward wrote in place (`mutated` records: the
+    first write of each step), by event: Note [A set-up on the first call]
+    (replay/first_call.py)."""
+    out = [(int(r["ev"]), str(st.at[int(r["sid"]), "name"] or ""))
+           for r in led.extra.get("mutated", [])
+           if int(r["sid"]) in st.index and st.at[int(r["sid"]), "category"] == "parameter"]
+    return tuple(sorted(out))
 
 
 # Note [A model's former label]

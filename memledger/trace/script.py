@@ -193,6 +193,37 @@ def _fullgraph_hint(e: BaseException) -> str:
             "policy with the model compiled without fullgraph=True)")
 
 
+# Note [A refusal a library wrapped]
+# memledger refuses a policy while the script runs by raising inside the script's own
+# calls: `measure`'s checks after a region's forward (Note [State written outside a
+# region]: a forward that changed the tensor it was handed) raise a PolicyError from the
+# region's wrapper, and a fake run's refusal of a value read (trace/fake.py) an error
+# carrying `memledger_line`. A library that runs the modules of its graph inside `try:`
+# and raises its own error `from` what it caught turns that into the script's failure:
+# FrEIA's `GraphINN.forward` wraps every node's call (`raise RuntimeError(f"{node}
+# encountered an error.") from e`), so `measure -p checkpoint:module_list.0` on a GraphINN
+# whose inverse pass runs its `HaarDownsampling` (which scales its input in place, `x_perm
+# *= self.fac_rev`) said "the script failed under 'checkpoint:module_list.0': script
+# raised RuntimeError: Node 'haar' ... encountered an error." (exit 3, the traceback),
+# where predict refused it in one line (tests/clients/train_freia.py --model graph
+# --cycle). The outcome is now read off the first such error of memledger's in the
+# exception's chain (`__cause__`, else `__context__`), as StopTracing, a BaseException,
+# passes such a `try` untouched; an error of the script's own with none in its chain
+# stays the script's.
+def refusal_in_chain(e: BaseException) -> BaseException:
+    """The first of memledger's refusals (a PolicyError, a full disk's OutputError, an
+    error carrying `memledger_line`) in `e`'s chain of causes and contexts, `e` itself
+    first; `e` where there is none (Note [A refusal a library wrapped])."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, (PolicyError, OutputError)) or getattr(cur, "memledger_line", None):
+            return cur
+        seen.add(id(cur))
+        cur = cur.__cause__ if cur.__cause__ is not None else cur.__context__
+    return e
+
+
 def run_and_classify(script: str | Path, argv: list[str],
                      refuse=None) -> ScriptOutcome:
     """Run the script and say how it ended. Prints the script's traceback if it raised,
@@ -214,6 +245,7 @@ def run_and_classify(script: str | Path, argv: list[str],
     except KeyboardInterrupt as e:
         return ScriptOutcome(EXIT_INTERRUPTED, "interrupted (Ctrl-C)", e)
     except BaseException as e:  # the script's own failure: show it as Python would
+        e = refusal_in_chain(e)   # Note [A refusal a library wrapped]
         if getattr(e, "memledger_line", None):  # cannot run fake (trace/fake.py): bad input
             return ScriptOutcome(EXIT_USAGE, e.memledger_line, e)
         if isinstance(e, (PolicyError, OutputError)):   # a policy refused while it ran, or

@@ -5,6 +5,9 @@ place (`hidden_states *= noise`, as transformers' Mixtral does with router_jitte
 
 Checkpointing the MLP would re-run it on the changed tensor (torch's checkpoint fails in
 backward): predict and measure refuse it alike. Checkpointing the whole block is fine.
+`--wrapped`: the model runs each layer inside `try:` and raises its own error `from` what
+it caught, as FrEIA's `GraphINN` runs its nodes (Note [A refusal a library wrapped] in
+memledger/trace/script.py).
 """
 
 import argparse
@@ -34,12 +37,25 @@ class Block(nn.Module):
         return x + self.mlp(self.ln(x))
 
 
+class Wrapping(nn.Sequential):
+    """Each layer's failure raised as the library's own, the layer's error its cause."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, layer in enumerate(self):
+            try:
+                x = layer(x)
+            except Exception as e:
+                raise RuntimeError(f"layer {i} encountered an error.") from e
+        return x
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--wrapped", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
-    model = nn.Sequential(*(Block(64) for _ in range(2)), nn.Linear(64, 10))
+    model = (Wrapping if args.wrapped else nn.Sequential)(*(Block(64) for _ in range(2)), nn.Linear(64, 10))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for _ in range(args.steps):
         x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))

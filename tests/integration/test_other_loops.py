@@ -332,6 +332,19 @@ def test_a_region_that_changes_its_input_in_place_is_refused_alike():
     assert abs(whole.predicted - whole.measured) <= 512, whole   # -12 B: not yet explained
 
 
+@pytest.mark.slow
+def test_a_refusal_a_library_wraps_in_its_own_error_is_still_a_refusal():
+    """The same jitter, the layers run inside `try:` that raises the model's own error
+    `from` the layer's (FrEIA's `GraphINN` runs its nodes so): measure's refusal, raised
+    by the region's wrapper after its forward, read "the script failed under
+    'checkpoint:*.mlp': script raised RuntimeError: layer 0 encountered an error." (exit
+    3) while predict refused it. Note [A refusal a library wrapped] (trace/script.py)."""
+    run = run_client("train_jitter.py", ["--steps", "2", "--wrapped"], ["checkpoint:*.mlp"])
+    mlp = run.policies["checkpoint:*.mlp"]
+    assert mlp.measure_refusal == mlp.predict_refusal
+    assert "changes the tensor it is handed in place" in mlp.predict_refusal
+
+
 def test_an_fp32_residual_under_bf16_autocast():
     """`x + h` (h bf16) casts h inside the kernel; the scratch is matched to the ledger's
     `add` events by call order, and backward's gradient sums, `add_` untraced, are named so
