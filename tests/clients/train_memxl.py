@@ -30,7 +30,9 @@ Options: `--memory-layers 2,...`, `--no-gru` (plain `Residual`), `--mogrify`, `-
 N batches by hand, the gradients accumulated), `--clip`
 (clip_grad_norm_), `--optim adam|sgd|adamw`, `--validate` (a wrapper pass under no_grad in
 eval mode each step), `--generate N` (the wrapper's `generate`, N tokens after each step),
-`--bug no-zero-grad` (the gradients never zeroed).
+`--bug no-zero-grad` (the gradients never zeroed), `--bug no-detach` (by hand: the long-term
+memory carried into the next step undetached, every earlier step's graph kept and
+backpropagated again).
 """
 
 import argparse
@@ -70,7 +72,7 @@ def main() -> None:
     p.add_argument("--optim", default="adam", choices=["adam", "sgd", "adamw"])
     p.add_argument("--validate", action="store_true")
     p.add_argument("--generate", type=int, default=0)
-    p.add_argument("--bug", default=None, choices=["no-zero-grad"])
+    p.add_argument("--bug", default=None, choices=["no-zero-grad", "no-detach"])
     args = p.parse_args()
     torch.manual_seed(0)
 
@@ -117,7 +119,7 @@ def main() -> None:
         else:
             for _ in range(args.accum):
                 x, mask = batch(args.segments * args.seq_len + 1)
-                if memories is not None:
+                if memories is not None and args.bug != "no-detach":
                     memories = memories._replace(long=memories.long.detach())
                 for i in range(args.segments):
                     seg = slice(i * args.seq_len, (i + 1) * args.seq_len)
