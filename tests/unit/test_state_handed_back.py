@@ -1,7 +1,7 @@
 """Note [A state a call hands back] (memledger/doctor/source.py): the line of a state a
 model hands back with its output, `out, h = model(x, h)`."""
 
-from memledger.doctor.source import accumulation_line, state_fed_back
+from memledger.doctor.source import accumulation_line
 
 SCRIPT = """\
 class Cell:
@@ -35,6 +35,8 @@ def test_a_tuple_target_binds_each_name_and_a_module_global_is_looked_for_first(
 
 
 def test_a_state_fed_back_is_a_call_that_reads_it_not_a_detach_or_a_sum(tmp_path):
+    from memledger.doctor.source import state_fed_back
+
     f = tmp_path / "train.py"
     f.write_text(SCRIPT + "total = total + out\nmem = mem._replace(long=mem.long.detach())\n")
     assert state_fed_back(str(f), 11, "h")            # out, h = model(x, h)
