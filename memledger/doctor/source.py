@@ -74,13 +74,8 @@ def accumulation_line(file: str, var: str, at: int = 0) -> int:
         return 0
     scope = _scope(tree, at) if at else tree
     # Note [A state a call hands back]: the scope's own statements first
-    own = _ranked_lines(_own_nodes(scope), var)
-    if own and own[0] < _CUT_RANK:
-        return own[1]
-    anywhere = _ranked_lines(ast.walk(tree), var)
-    if anywhere and (own is None or anywhere[0] < own[0]):
-        return anywhere[1]
-    return own[1] if own else 0
+    best = _ranked_lines(_own_nodes(scope), var) or _ranked_lines(ast.walk(tree), var)
+    return best[1] if best else 0
 
 
 # Note [A state a call hands back]
@@ -96,12 +91,11 @@ def accumulation_line(file: str, var: str, at: int = 0) -> int:
 # memories._replace(long=memories.long.detach())`, the very line that the bug skips and
 # that fixes it. A target tuple (or list, or a starred item) binds each name in it, and a
 # scope's variable is looked for in its own statements first, not in the functions and
-# classes it defines (their names are theirs; a module's globals have `at` 0, a scope
-# of the whole file); elsewhere only where the scope itself binds it in no way that can
-# carry history (a plain `total = 0`, a `.detach()`: `global total` in a function).
+# classes it defines (their names are theirs; a module's globals have `at` 0, the
+# module's scope), in the whole file only where the scope binds no such name.
 # The advice for such a line is the carried state's: detach it where the step begins
 # (`state_fed_back`, doctor/retention.py), not "keep what that line adds detached".
-_CUT_RANK = 4
+_CUT_RANK = 4   # the rank of a line that cuts the graph (Note [A plain number ...])
 
 
 def _own_nodes(scope: ast.AST):
