@@ -74,7 +74,7 @@ def accumulation_line(file: str, var: str, at: int = 0) -> int:
         return 0
     scope = _scope(tree, at) if at else tree
     # Note [A state a call hands back]: the scope's own statements first
-    best = _ranked_lines(_own_nodes(scope), var) or _ranked_lines(ast.walk(tree), var)
+    best = _ranked_lines(_own_nodes(scope, var), var) or _ranked_lines(ast.walk(tree), var)
     return best[1] if best else 0
 
 
@@ -90,24 +90,45 @@ def accumulation_line(file: str, var: str, at: int = 0) -> int:
 # (tests/clients/train_memxl.py --loop hand --bug no-detach) at `memories =
 # memories._replace(long=memories.long.detach())`, the very line that the bug skips and
 # that fixes it. A target tuple (or list, or a starred item) binds each name in it, and a
-# scope's variable is looked for in its own statements first, not in the functions and
-# classes it defines (their names are theirs; a module's globals have `at` 0, the
-# module's scope), in the whole file only where the scope binds no such name.
+# scope's variable is looked for in the scope first, less the bindings of that name in
+# the functions and classes it defines (theirs, unless declared `global` there; a
+# module's globals have `at` 0, the module's scope; a module's list filled by a function,
+# `LOSSES.append(loss)`, is still the module's), in the whole file only where the scope
+# binds no such name.
 # The advice for such a line is the carried state's: detach it where the step begins
 # (`state_fed_back`, doctor/retention.py), not "keep what that line adds detached".
 _CUT_RANK = 4   # the rank of a line that cuts the graph (Note [A plain number ...])
 
 
-def _own_nodes(scope: ast.AST):
-    """The nodes of `scope`'s own statements: not inside a function, lambda or class it
-    defines (Note [A state a call hands back])."""
-    stack = list(ast.iter_child_nodes(scope))
+def _own_nodes(scope: ast.AST, var: str):
+    """The nodes of `scope` that can bind or fill its `var`: all of them, less the
+    bindings of a plain `var` inside a function, lambda or class it defines (a local of
+    theirs, unless declared `global` or `nonlocal` there); what they do to it otherwise
+    (`LOSSES.append(loss)` on a module's list) is the scope's (Note [A state a call hands
+    back])."""
+    stack = [(child, False) for child in ast.iter_child_nodes(scope)]
     while stack:
-        node = stack.pop()
+        node, nested = stack.pop()
+        if nested and isinstance(node, (ast.Assign, ast.AugAssign)) and any(
+                _binds_name(t, var) for t in
+                (node.targets if isinstance(node, ast.Assign) else [node.target])):
+            continue
         yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                                 ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(node))
+        inner = nested
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                             ast.Lambda)):
+            inner = not any(isinstance(n, (ast.Global, ast.Nonlocal)) and var in n.names
+                            for n in ast.walk(node))
+        stack.extend((child, inner) for child in ast.iter_child_nodes(node))
+
+
+def _binds_name(target: ast.AST, var: str) -> bool:
+    """`target` binds the plain name `var` (alone or in a tuple or list)."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return any(_binds_name(t, var) for t in target.elts)
+    if isinstance(target, ast.Starred):
+        return _binds_name(target.value, var)
+    return isinstance(target, ast.Name) and target.id == var
 
 
 def _binds(target: ast.AST, var: str) -> bool:

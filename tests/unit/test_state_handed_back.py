@@ -44,3 +44,15 @@ def test_a_state_fed_back_is_a_call_that_reads_it_not_a_detach_or_a_sum(tmp_path
     assert not state_fed_back(str(f), 10, "h")        # h = h.detach()
     assert not state_fed_back(str(f), 14, "total")    # a sum: an accumulation's advice
     assert not state_fed_back(str(f), 15, "mem")      # detached where it is rebound
+
+
+def test_a_module_list_filled_by_a_function_is_the_modules(tmp_path):
+    """`LOSSES.append(loss)` in a function fills the module's list (not a binding of a
+    local): the module-level `LOSSES = []` does not hide it; a function that declares
+    `global total` binds the module's `total`."""
+    f = tmp_path / "log.py"
+    f.write_text("LOSSES = []\ntotal = 0\n\n\ndef log_loss(loss):\n    LOSSES.append(loss)\n"
+                 "\n\ndef add(loss):\n    global total\n    total += loss\n\n\n"
+                 "def other(loss):\n    total = loss + 1\n")
+    assert accumulation_line(str(f), "LOSSES") == 6
+    assert accumulation_line(str(f), "total") == 11
