@@ -139,12 +139,13 @@ def _beside_a_fed_state(out: list[Finding], generic: list[tuple[str, Finding]],
         if key in fed and fed[key] != var:
             beside.setdefault(key, []).append(var)
             drop.add(id(f))
+    plain = {id(f) for _, f in generic}
     kept = []
     for f in out:
         if id(f) in drop:
             continue
         names = beside.get((f.where.file, f.where.line))
-        if names and f.check == "cross_step_retention" and id(f) in {id(g) for _, g in generic}:
+        if names and id(f) in plain:
             also = ", ".join(f"`{n}`" for n in names)
             f = f.model_copy(update={"message": f.message.replace(
                 "): every step's graph stays reachable;",
