@@ -22,7 +22,7 @@ from memledger.doctor.findings import Finding, Where
 from memledger.doctor.records import steps_named
 from memledger.doctor.source import (accumulated_value, accumulation_line,
                                      accumulation_target, feeds_itself, holds_items,
-                                     names_read_at, rebinding_line)
+                                     names_read_at, rebinding_line, state_fed_back)
 from memledger.units import count, format_bytes
 
 
@@ -41,6 +41,8 @@ def cross_step_retention(run) -> list[Finding]:
         per["nodes"] += int(r["nodes"])
         per["tensors"] += 1
     out = []
+    generic: list[tuple[str, Finding]] = []   # the findings of the plain rule, by variable
+    fed: dict[tuple[str, int], str] = {}      # (file, line) -> the state it feeds back
     for (var, file), per in groups.items():
         steps = sorted(per)
         nodes = [per[s]["nodes"] for s in steps]
@@ -83,7 +85,11 @@ def cross_step_retention(run) -> list[Finding]:
         # Note [The tensor an accumulation adds] (doctor/source.py)
         added = accumulated_value(file, line, var)
         target = accumulation_target(file, line, var) if added else None
-        if target and holds_items([str(r["name"]) for r in recs], target):
+        if state_fed_back(file, line, var):   # Note [A state a call hands back]
+            fix = f"detach it where the step begins " \
+                f"({_detach_advice(var, [str(r['name']) for r in recs])})"
+            fed[(file, line)] = var
+        elif target and holds_items([str(r["name"]) for r in recs], target):
             # Note [What the line adds holds the tensors] (doctor/source.py)
             fix = f"keep each tensor {added} holds detached instead " \
                 f"(`tuple(x.detach() for x in {added})`)"
@@ -116,7 +122,37 @@ def cross_step_retention(run) -> list[Finding]:
         out.append(Finding(
             check="cross_step_retention", severity="error" if grows else "warning",
             where=Where(file=file, line=line), message=msg, evidence=evidence))
-    return out
+        generic.append((var, out[-1]))
+    return _beside_a_fed_state(out, generic, fed)
+
+
+def _beside_a_fed_state(out: list[Finding], generic: list[tuple[str, Finding]],
+                        fed: dict[tuple[str, int], str]) -> list[Finding]:
+    """Leave out the findings of the names bound beside a state fed back by the same line
+    (`out` of `out, h = model(x, h)`: its graph reaches the older steps' through `h`, and
+    detaching `h` ends both); the state's finding names them (Note [A state a call hands
+    back], doctor/source.py)."""
+    beside: dict[tuple[str, int], list[str]] = {}
+    drop = set()
+    for var, f in generic:
+        key = (f.where.file, f.where.line)
+        if key in fed and fed[key] != var:
+            beside.setdefault(key, []).append(var)
+            drop.add(id(f))
+    plain = {id(f) for _, f in generic}
+    kept = []
+    for f in out:
+        if id(f) in drop:
+            continue
+        names = beside.get((f.where.file, f.where.line))
+        if names and id(f) in plain:
+            also = ", ".join(f"`{n}`" for n in names)
+            f = f.model_copy(update={"message": f.message.replace(
+                "): every step's graph stays reachable;",
+                f"; {also}, bound beside it, reaches the same graphs through it): every "
+                "step's graph stays reachable;", 1)})
+        kept.append(f)
+    return kept
 
 
 # Note [A variable that takes every step's graph]
@@ -261,10 +297,7 @@ def _carried_finding(var: str, file: str, recs: list, boundaries: str) -> Findin
     names = sorted(dict.fromkeys(r["name"] for r in recs))
     items = "" if names == [var] else " (" + ", ".join(f"`{n}`" for n in names) + ")"
     nbytes = sum(int(r["bytes"]) for r in recs)
-    keyed = all(n.startswith(f"{var}[") and n[len(var) + 1] in "'\"" for n in names)
-    fix = f"`{var} = {var}.detach()`" if names == [var] else \
-        f"each tensor it holds, `{var}[k] = {var}[k].detach()` for each key k" if keyed else \
-        f"each tensor it holds, `{var} = tuple(x.detach() for x in {var})`"
+    fix = _detach_advice(var, names)
     return Finding(
         check="cross_step_retention", severity="error",
         where=Where(file=file, line=rebinding_line(file, var)),
@@ -275,6 +308,17 @@ def _carried_finding(var: str, file: str, recs: list, boundaries: str) -> Findin
                  f"({fix})"),
         evidence={"steps": [step], "tensors": len(names), "bytes_per_step": [nbytes],
                   "names": names})
+
+
+def _detach_advice(var: str, names: list[str]) -> str:
+    """How to detach a state `var` carries into the next step, by the names of what it
+    holds (`h`; `hidden[0]`, `hidden[1]`; `cache['k']`)."""
+    names = sorted(dict.fromkeys(names))
+    keyed = all(n.startswith(f"{var}[") and n[len(var) + 1:len(var) + 2] in ("'", '"')
+                for n in names)
+    return f"`{var} = {var}.detach()`" if names == [var] else \
+        f"each tensor it holds, `{var}[k] = {var}[k].detach()` for each key k" if keyed else \
+        f"each tensor it holds, `{var} = tuple(x.detach() for x in {var})`"
 
 
 def _kept_finding(var: str, recs: list, boundaries: str) -> Finding:

@@ -68,16 +68,81 @@ def _scope(tree: ast.AST, at: int) -> ast.AST:
 def accumulation_line(file: str, var: str, at: int = 0) -> int:
     """1-based line where `var` is accumulated into (0 when the file or the name is not
     found); `at`: a line of the function whose variable it is (Note [The function whose
-    variable it is])."""
+    variable it is]), 0 for a module's globals (Note [A state a call hands back])."""
     tree = _tree(file) if file and var else None
     if tree is None:
         return 0
     scope = _scope(tree, at) if at else tree
-    return _accumulation_line(scope, var) or (_accumulation_line(tree, var)
-                                              if scope is not tree else 0)
+    # Note [A state a call hands back]: the scope's own statements first
+    best = _ranked_lines(_own_nodes(scope, var), var) or _ranked_lines(ast.walk(tree), var)
+    return best[1] if best else 0
 
 
-def _accumulation_line(tree: ast.AST, var: str) -> int:
+# Note [A state a call hands back]
+# A recurrent state a model hands back with its output, `out, h = model(x, h)`, not
+# detached where the next step begins and kept across it by `backward(retain_graph=True)`
+# (the backward does not fail: every step's backward runs through every earlier step's
+# graph again), is `cross_step_retention`'s finding at the line that rebinds it. That
+# line binds a tuple, which the search for the line skipped: on tests/doctor/
+# carried_retained.py (`h`, a module-level loop) the finding pointed at line 22, the
+# model's own `h = torch.tanh(self.inp(x) + h * self.decay)` inside its forward, another
+# variable of the same name, and its twin for `out` at line 0; on memory-transformer-xl
+# (tests/clients/train_memxl.py --loop hand --bug no-detach) at `memories =
+# memories._replace(long=memories.long.detach())`, the very line that the bug skips and
+# that fixes it. A target tuple (or list, or a starred item) binds each name in it, and a
+# scope's variable is looked for in the scope first, less the bindings of that name in
+# the functions and classes it defines (theirs, unless declared `global` there; a
+# module's globals have `at` 0, the module's scope; a module's list filled by a function,
+# `LOSSES.append(loss)`, is still the module's), in the whole file only where the scope
+# binds no such name.
+# The advice for such a line is the carried state's: detach it where the step begins
+# (`state_fed_back`, doctor/retention.py), not "keep what that line adds detached".
+_CUT_RANK = 4   # the rank of a line that cuts the graph (Note [A plain number ...])
+
+
+def _own_nodes(scope: ast.AST, var: str):
+    """The nodes of `scope` that can bind or fill its `var`: all of them, less the
+    bindings of a plain `var` inside a function, lambda or class it defines (a local of
+    theirs, unless declared `global` or `nonlocal` there); what they do to it otherwise
+    (`LOSSES.append(loss)` on a module's list) is the scope's (Note [A state a call hands
+    back])."""
+    stack = [(child, False) for child in ast.iter_child_nodes(scope)]
+    while stack:
+        node, nested = stack.pop()
+        if nested and isinstance(node, (ast.Assign, ast.AugAssign)) and any(
+                _binds_name(t, var) for t in
+                (node.targets if isinstance(node, ast.Assign) else [node.target])):
+            continue
+        yield node
+        inner = nested
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                             ast.Lambda)):
+            inner = not any(isinstance(n, (ast.Global, ast.Nonlocal)) and var in n.names
+                            for n in ast.walk(node))
+        stack.extend((child, inner) for child in ast.iter_child_nodes(node))
+
+
+def _binds_name(target: ast.AST, var: str) -> bool:
+    """`target` binds the plain name `var` (alone or in a tuple or list)."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return any(_binds_name(t, var) for t in target.elts)
+    if isinstance(target, ast.Starred):
+        return _binds_name(target.value, var)
+    return isinstance(target, ast.Name) and target.id == var
+
+
+def _binds(target: ast.AST, var: str) -> bool:
+    """`target` binds `var`: the name (or an item of it) itself, or one of a tuple's or a
+    list's (`out, h = rnn(x, h)`, `*hs, h = ...`)."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return any(_binds(t, var) for t in target.elts)
+    if isinstance(target, ast.Starred):
+        return _binds(target.value, var)
+    return _is(target, var) or (isinstance(target, ast.Subscript) and _is(target.value, var))
+
+
+def _ranked_lines(nodes, var: str) -> tuple[int, int] | None:
+    """(rank, line) of the node that best accumulates into `var`, None if none binds it."""
     ranked: list[tuple[int, int]] = []
     # Note [A plain number accumulates no history]: `total += loss.item()` and
     # `xs.append(x.detach())` rank with the assignments that cut the graph (4), after every
@@ -85,20 +150,30 @@ def _accumulation_line(tree: ast.AST, var: str) -> int:
     # --eval-bug sum-loss: `total = total + out.loss` at 147 under the bug, `total +=
     # out.loss.item()` at 149 otherwise) was pointed at the line that keeps nothing (149,
     # the augmented one ranked 1 against the assignment's 3).
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.AugAssign) and _is(node.target, var):
-            ranked.append((4 if _plain_number(node.value) else 0, node.lineno))
+            ranked.append((_CUT_RANK if _plain_number(node.value) else 0, node.lineno))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("append", "extend", "insert") and _is(node.func.value, var):
-            ranked.append((4 if _plain_number(node.args[0] if node.args else node) else 1,
-                           node.lineno))
-        elif isinstance(node, ast.Assign) and any(
-                _is(t, var) or (isinstance(t, ast.Subscript) and _is(t.value, var))
-                for t in node.targets):
+            ranked.append((_CUT_RANK if _plain_number(node.args[0] if node.args else node)
+                           else 1, node.lineno))
+        elif isinstance(node, ast.Assign) and any(_binds(t, var) for t in node.targets):
             reads = any(_is(n, var) for n in ast.walk(node.value))
             cuts = any(_plain_number(n) for n in ast.walk(node.value))
-            ranked.append(((3 if not cuts else 4) if reads else 5, node.lineno))
-    return min(ranked)[1] if ranked else 0
+            ranked.append(((3 if not cuts else _CUT_RANK) if reads else 5, node.lineno))
+    return min(ranked) if ranked else None
+
+
+def state_fed_back(file: str, line: int, var: str) -> bool:
+    """The statement at `line` binds `var` from a call that reads it, not from a sum (`out,
+    h = model(x, h)`: a state a call hands back, Note [A state a call hands back])."""
+    tree = _tree(file) if file and var and line else None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Assign) and node.lineno == line \
+                and any(_binds(t, var) for t in node.targets):
+            return isinstance(node.value, ast.Call) and not _cuts(node.value) \
+                and any(_is(n, var) for n in ast.walk(node.value))
+    return False
 
 
 def _cuts(value: ast.AST) -> bool:

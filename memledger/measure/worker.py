@@ -139,16 +139,31 @@ def main(argv: list[str] | None = None) -> int:
         # failure, not the script's (which ran without it); said as a refusal, exit 2
         result.update(code=EXIT_USAGE, error=checkpoint_refusal(
             policy.text(), outcome.error, result.get("regions", [])))
-    elif installer is not None and code == EXIT_OK and (
+    elif installer is not None and code == EXIT_OK and state["n"] >= args.steps and (
             state["no_model"] is not None or installer.applied is None):
         # no model by the end of the profiled steps: its peak is not the policy's, whatever
-        # ran after (Note [No model in the steps taken], replay/policies.py)
+        # ran after (Note [No model in the steps taken], replay/policies.py). A script that
+        # ended before those steps is told so, as without a policy (Note [A script that
+        # ends before the steps, under a policy])
         result.update(error="memledger: " + no_model_message(
-            state["no_model"] or [], max(1, min(state["n"], args.steps))), code=EXIT_USAGE)
+            state["no_model"] or [], args.steps), code=EXIT_USAGE)
     elif code != EXIT_OK:
         result.update(error=reason, code=code)
     write()
     return int(result["code"])
+
+
+# Note [A script that ends before the steps, under a policy]
+# taylor-series-linear-attention's causal attention, built without pytorch-fast-
+# transformers, prints a line and calls `exit()` while the model is built: the script ends
+# cleanly (status 0) before any step. `measure --policy none` said "the script ran 0
+# optimizer steps; measure needs 2 for the peak", trace "the script ran no optimizer
+# step", and `measure --policy checkpoint:blocks.*` "the policy never applied: no model
+# ran in the 1 step taken (--steps 1): the script called no module" (0 taken, 2 asked:
+# the count was clamped to 1). A policy cannot apply in steps the script never took: the
+# no-model refusal is for a script that took the profiled steps without calling its model
+# (Note [No model in the steps taken], replay/policies.py); one that ended sooner reads
+# as it does without a policy (measure/runner.py `result_from_worker`).
 
 
 if __name__ == "__main__":
