@@ -1101,7 +1101,7 @@ class DoctorProbe(TorchFunctionMode):
         out = self._function(func, args, kwargs)
         if folded:
             with contextlib.suppress(RuntimeError):   # a tensor with no version counter
-                self._folded.made(out, folded)
+                self._folded.made(out, folded, args, kwargs, func)
             self._fold_into_grads(func, args, folded)
         if self._rng.waiting is not None:   # Note [The same randomness every step]
             self._rng.after()
