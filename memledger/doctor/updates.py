@@ -92,8 +92,12 @@ def dropped(run: Run) -> list[Finding]:
         return []
     bad = sum(1 for b in lost if b.get("nonfinite"))
     updates = sum(1 for st in run.steps if st.get("updated", 1) != 0 and not _cleared(st))
+    # Note [A gradient written over] in trace/doctor_folded.py
+    over = {n for st in run.steps for n in st.get("written_over", ())}
     why = (f"{bad} of them had non-finite gradients, so GradScaler skipped their step"
-           if bad else "a zero_grad ran before any step used them")
+           if bad else "their gradients were written over (`.grad` set or overwritten with "
+           "values made from none of them) before any step used them"
+           if all(b["n"] in over for b in lost) else "a zero_grad ran before any step used them")
     return [Finding(
         check="dropped_update", severity="warning", where=where(lost[0]),
         message=(f"{len(lost)} of {len(run.backwards)} backward passes made gradients that no "

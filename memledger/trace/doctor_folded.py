@@ -58,6 +58,28 @@ Linear(16, 1), has a bias of one element, whose `k.norm()` alone folded the firs
 Known limitation: a per-row statistic (`k.norm(dim=1)`, more than one element) carries as
 a gradient would.
 
+# Note [A gradient written over]
+A step credited the passes that filled a parameter's `.grad` whatever the script did to it
+before the step, so a gradient written over by a tensor made from none of it still counted
+its pass as used: `p.grad = k.clone()` after the second backward (tests/doctor/
+kept_grads.py `--bug replace`: the first loss's kept gradient put in place of the second's,
+which was meant to be added) read every pass as used, where the second loss's gradients
+reach no update (3 of 6 passes). Now a write over a parameter's current `.grad`, outside
+a step and outside a backward (a hook or an engine callback that sets it, as FSDP's, is
+the backward's own), removes the passes pending on it (those that filled it and those
+folded into it) that the value written does not carry by the rule above: `p.grad = t`,
+`p.grad.data = t`, and in place `zero_()`, `torch._foreach_zero_`, `fill_(c)`, `mul_(0)`,
+`copy_(t)`. A value that is the gradient itself or a view of its storage (a gradient
+buffer set again) writes nothing over; `p.grad = None` is a clear, as before. A step that
+finds such a gradient None or zero credits the removed passes as before:
+`zeroed_before_step` names that bug (a `zero_grad()`, or `p.grad = torch.zeros_like(p)`,
+between backward and step), and a second finding for it would say nothing more. Written
+over, then refilled from kept tensors (`p.grad = torch.zeros_like(p); p.grad.add_(k)`:
+`--bug reset`), the step uses what was folded in only; `--fold reset` adds the current
+gradient back too (`.add_(g)`, read before the write) and uses both passes. An in-place
+fold into a `.grad` the script set (the zeros above) is read as one into a gradient (it
+was passed over: the fold of `k` went unseen, and `--fold reset` drew "3 of 6").
+
 Cost: nothing while no gradient with pending passes was read; then a scan of each op's
 tensor arguments (a dict lookup each) until a step uses those passes or the tensors die.
 """
@@ -76,6 +98,17 @@ _REDUCTIONS = frozenset({
     "norm", "vector_norm", "matrix_norm", "sum", "nansum", "mean", "nanmean", "max", "min",
     "amax", "amin", "dot", "vdot", "inner", "std", "var", "prod", "median", "dist",
     "logsumexp"})
+
+
+def shares_storage(value: Any, g: Any) -> bool:
+    """`value` is `g` or a view of its storage (Note [A gradient written over]); True
+    where it cannot be told (a sparse or wrapper tensor: nothing is taken away)."""
+    if value is g:
+        return True
+    try:
+        return value.untyped_storage().data_ptr() == g.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError, AttributeError, TypeError):
+        return True
 
 
 class FoldedGradients:

@@ -93,8 +93,8 @@ from memledger.crash import internal   # Note [memledger's own hooks fail as mem
 from memledger.trace.backward_calls import is_backward
 from memledger.trace.collector import StopTracing
 from memledger.trace.compiled import eager_stance
-from memledger.trace.doctor_folded import FoldedGradients
-from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
+from memledger.trace.doctor_folded import FoldedGradients, shares_storage
+from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing, zero_factor
 from memledger.trace.doctor_garbage import GarbageWatch
 from memledger.trace.doctor_loose import LooseParams
 from memledger.trace.doctor_losses import (ACTIVATION_MODULE, ACTIVATION_MODULES,
@@ -140,6 +140,11 @@ _DETACH_IN_PLACE = torch._C.TensorBase.detach_
 _CLEARS = {torch._C.TensorBase.zero_: "zero_", torch.zero_: "zero_",
            torch._C.TensorBase.mul_: "mul_", torch._C.TensorBase.fill_: "fill_",
            torch._foreach_zero_: "_foreach_zero_", torch._foreach_mul_: "_foreach_mul_"}
+# Note [A gradient written over] (doctor_folded.py): the writes over a `.grad`
+_OVERWRITES = {_GRAD.__set__: "set", _DATA.__set__: "data",
+               torch._C.TensorBase.zero_: "zero_", torch.zero_: "zero_",
+               torch._foreach_zero_: "zero_", torch._C.TensorBase.fill_: "fill_",
+               torch._C.TensorBase.mul_: "mul_", torch._C.TensorBase.copy_: "copy_"}
 _AUTOGRAD_GRAD = torch.autograd.grad
 _LOSSES = {F.cross_entropy: "cross_entropy", F.nll_loss: "nll_loss"}
 _LOSS_MODULE = nn.modules.loss._Loss   # Note [A loss module of its own]
@@ -533,6 +538,10 @@ class DoctorProbe(TorchFunctionMode):
         self._folded = FoldedGradients()
         self._pack_seen: Any = None   # Note [Saved-tensor hooks around a function]
         self._folded_in: dict[int, set[int]] = {}
+        # Note [A gradient written over]: id(param) -> passes its `.grad` lost to a write
+        # over it, and id(tensor) -> id(param) for a `.grad` the script set
+        self._gone: dict[int, set[int]] = {}
+        self._grads_set: dict[int, int] = {}
         # Note [Where a clip and a step fall] in doctor_order.py
         self._order = OrderWatch(self.records, self._params, self._index)
         self._sched_where: dict[int, dict[str, Any]] = {}   # scheduler index -> its variable
@@ -639,7 +648,7 @@ class DoctorProbe(TorchFunctionMode):
             for d in (self._index, self._death, self._owner, self._owner_ref,
                       self._param_recs, self._accum, self._bws, self._grad_state,
                       self._cuts, self._tainted, self._pver, self._mixed, self._local,
-                      self._folded_in):
+                      self._folded_in, self._gone):
                 d.pop(pid, None)
             for s_ in (self._late, self._consumed, self._hooked, self._none_grad,
                        self._grads_read, self._in_place, self._replaced, self._computed,
@@ -1025,6 +1034,7 @@ class DoctorProbe(TorchFunctionMode):
         if fresh:
             self._bws[pid] = []
             self._folded_in.pop(pid, None)   # Note [A gradient folded into the step's]
+            self._gone.pop(pid, None)        # Note [A gradient written over]
             self._accum[pid] = 0
             self._consumed.discard(pid)
             self._tainted.pop(pid, None)    # zeroed since: what was added is gone
@@ -1095,6 +1105,9 @@ class DoctorProbe(TorchFunctionMode):
             return out
         if not self._in_opt:   # Note [Saved-tensor hooks around a function]
             self._pack_at_op()
+            over = _OVERWRITES.get(func)   # Note [A gradient written over]
+            if over is not None and args and (self._bws or self._folded_in):
+                self._written_over(over, args)
         # Note [A gradient folded into the step's] (doctor_folded.py)
         folded = self._folded.passes_in(args, kwargs) if self._folded and not self._in_opt \
             else None
@@ -1131,6 +1144,58 @@ class DoctorProbe(TorchFunctionMode):
         self._pack_seen = hooks[0]
         self._retention.hooks_seen(hooks[0])
 
+    def _grad_owner(self, t: Any) -> int | None:
+        """id(param) whose current `.grad` is `t` (one a backward filled, or one the
+        script set: Note [A gradient written over]); None otherwise."""
+        pid = self._grad_ids.get(id(t))
+        if pid is None:
+            pid = self._grads_set.get(id(t))
+        if pid is None:
+            return None
+        return pid if getattr(self._params.get(pid), "grad", None) is t else None
+
+    def _pending(self, pid: int) -> set[int]:
+        """The passes whose gradients `.grad` of parameter `pid` holds, no step used yet."""
+        return set(self._bws.get(pid, ())) | self._folded_in.get(pid, set())
+
+    def _written_over(self, how: str, args) -> None:
+        """An op that may write over a parameter's `.grad` is about to run (Note [A
+        gradient written over] in doctor_folded.py)."""
+        if torch._C._current_graph_task_id() != -1:
+            return   # a hook or a callback of the backward: its own
+        value = args[1] if len(args) > 1 else None
+        if how == "set":
+            p = args[0]
+            if value is None or not isinstance(value, _Tensor) or \
+                    self._params.get(id(p)) is not p:
+                return   # `p.grad = None`: a clear (zeroed_before_step's)
+            self._grads_set[id(value)] = id(p)
+            self._write_over(id(p), p.grad, value)
+            return
+        if how == "mul_" and zero_factor(value) is None:
+            return   # scaled, not written over
+        if how not in ("copy_", "data"):
+            value = None   # zeros, or a constant
+        first = args[0]
+        for t in first if isinstance(first, (list, tuple)) else (first,):
+            pid = self._grad_owner(t)
+            if pid is not None:
+                self._write_over(pid, t, value)
+
+    def _write_over(self, pid: int, g: Any, value: Any) -> None:
+        pending = self._pending(pid)
+        if not pending or (isinstance(value, _Tensor) and g is not None
+                           and shares_storage(value, g)):
+            return
+        keep = self._folded.of(value) if isinstance(value, _Tensor) and self._folded \
+            else frozenset()
+        gone = pending - keep
+        if gone:
+            self._bws[pid] = [n for n in self._bws.get(pid, ()) if n in keep]
+            if pid in self._folded_in:
+                self._folded_in[pid] &= keep
+            self._gone.setdefault(pid, set()).update(gone)
+
     def _fold_into_grads(self, func, args, passes: frozenset[int]) -> None:
         """An op whose arguments carry `passes`: when it sets a parameter's `.grad` (or
         its `.grad.data`), or writes a parameter's `.grad` in place, those passes are
@@ -1142,13 +1207,11 @@ class DoctorProbe(TorchFunctionMode):
         if name == "__set__" and owner is _GRAD:
             targets = [id(args[0])] if id(args[0]) in self._params else []
         elif name == "__set__" and owner is _DATA:
-            targets = [self._grad_ids[id(args[0])]] if id(args[0]) in self._grad_ids else []
+            targets = [pid] if (pid := self._grad_owner(args[0])) is not None else []
         elif _in_place(func):
-            params, grads = self._params, self._grad_ids
             targets = [pid for t in (args[0] if isinstance(args[0], (list, tuple))
                                      else (args[0],))
-                       if (pid := grads.get(id(t))) is not None
-                       and getattr(params.get(pid), "grad", None) is t]
+                       if (pid := self._grad_owner(t)) is not None]
         else:
             return
         for pid in targets:
@@ -1227,8 +1290,9 @@ class DoctorProbe(TorchFunctionMode):
                         out = func(*args, **kwargs)
                         if name == "__get__" and out is not None:
                             self._order.read_by_script(args[0], out)
-                            if self._bws.get(id(args[0])):   # Note [A gradient folded
-                                self._folded.read(out, self._bws[id(args[0])])  # into ...]
+                            pending = self._pending(id(args[0]))   # Note [A gradient
+                            if pending:                            # folded into ...]
+                                self._folded.read(out, pending)
                         # a read that found no gradient used none (Note [Moved without
                         # reading the gradient]): `Module._apply` reads every `param.grad`
                         # to move it along
@@ -2009,6 +2073,8 @@ class DoctorProbe(TorchFunctionMode):
                                "bw": [], "graded": 0}
         bws: set[int] = set()
         folded: set[int] = set()   # Note [A gradient folded into the step's]
+        over: set[int] = set()     # Note [A gradient written over]
+        self._grads_set.clear()
         self._before = {}
         fused = bool(getattr(opt, "defaults", {}).get("fused"))
         # Note [Where a clip and a step fall]: clipped? a repeat of the previous step?
@@ -2050,6 +2116,11 @@ class DoctorProbe(TorchFunctionMode):
                 self._computed.discard(pid)
                 bws.update(self._bws.pop(pid, ()))
                 folded.update(self._folded_in.pop(pid, ()))
+                gone = self._gone.pop(pid, None)   # Note [A gradient written over]
+                if gone and (g is None or not bool(_values(g).any())):
+                    bws.update(gone)   # cleared: zeroed_before_step's finding
+                elif gone:
+                    over.update(gone)
                 mixed = self._mixed.pop(pid, None)
                 if mixed is not None and g is not None:
                     mixed["step"] = self._steps + 1
@@ -2085,6 +2156,15 @@ class DoctorProbe(TorchFunctionMode):
         if folded - bws:   # Note [A gradient folded into the step's]: used, no micro-batches
             rec["folded"] = sorted(folded - bws)
         self._folded.used(bws | folded)
+        if over - bws - folded:
+            rec["written_over"] = sorted(over - bws - folded)
+            # their parameters are about to move by this step, which uses none of their
+            # gradients: no ascent along them (Note [Moved without reading the gradient])
+            params_now = self._params
+            self._bw_pending = [
+                (r, v) for r, v in self._bw_pending if r["n"] not in over or any(
+                    pid in self._grads_read and self._moved(params_now.get(pid), pid, ver)
+                    for pid, ver in v.items())]
         rec["lr_zero"] = _lr_zero(opt)
         rec["state_empty"] = not _has_state(opt, params)   # Note [A step that builds state]
         self._state_mark = _state_mark(opt)

@@ -11,6 +11,8 @@ batch of its own, each one's backward after a `zero_grad()`.
                                          # refilled by the second backward: dropped
     python kept_grads.py --fold scaled   # `p.grad = p.grad + k * (|g| / |k|)`: the kept
                                          # gradient rescaled by norms, then summed
+    python kept_grads.py --fold reset    # `g = p.grad; p.grad = torch.zeros_like(p)`, then
+                                         # both added into it
     python kept_grads.py --bug replace   # `p.grad = k.clone()`: the second loss's gradient
                                          # overwritten by the first's: the second dropped
     python kept_grads.py --bug reset     # `p.grad = torch.zeros_like(p)`, then the kept
@@ -29,7 +31,7 @@ import torch
 from torch import nn
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--fold", choices=["sum", "add", "clone", "foreach", "scaled"], default="sum")
+ap.add_argument("--fold", choices=["sum", "add", "clone", "foreach", "scaled", "reset"], default="sum")
 ap.add_argument("--bug", choices=["log", "zero", "replace", "reset", "scale"])
 args = ap.parse_args()
 torch.manual_seed(0)
@@ -73,6 +75,11 @@ for step in range(3):
     elif args.fold == "scaled":
         for p, k in zip(params, kept):
             p.grad = p.grad + k * (p.grad.norm() / k.norm())
+    elif args.fold == "reset":
+        for p, k in zip(params, kept):
+            g = p.grad
+            p.grad = torch.zeros_like(p)
+            p.grad.add_(k).add_(g)
     elif args.fold == "foreach":
         torch._foreach_add_([p.grad for p in params], kept)
     else:
