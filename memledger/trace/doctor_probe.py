@@ -98,7 +98,8 @@ from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing, 
 from memledger.trace.doctor_garbage import GarbageWatch
 from memledger.trace.doctor_loose import LooseParams
 from memledger.trace.doctor_losses import (ACTIVATION_MODULE, ACTIVATION_MODULES,
-                                          call_args, logsumexp_taken, loss_inputs)
+                                          MADE_BY_CALL, call_args, logsumexp_taken,
+                                          loss_inputs, made_by_call)
 from memledger.trace.doctor_penalty import PenaltyWatch
 from memledger.trace.doctor_rng import RANDOM_OPS, RngWatch
 from memledger.trace.doctor_unused import UnusedGraphWatch
@@ -504,6 +505,7 @@ class DoctorProbe(TorchFunctionMode):
         # id(loss module) -> losses recorded when its call began (Note [A loss module of
         # its own])
         self._loss_mods: dict[int, int] = {}
+        self._returns = 0   # training module calls returned (Note [Segments are no heads])
         self._cuts: dict[int, int] = {}                # id(param) -> cut record index
         # Note [A cut the graph goes around]: id(tensor cut) -> (weakref, cut record)
         self._cut_srcs: dict[int, tuple[weakref.ref, dict]] = {}
@@ -833,10 +835,12 @@ class DoctorProbe(TorchFunctionMode):
     # returned one value that requires grad, is that value's loss: recorded as a loss call
     # (its class, `reduction` where the module has one, else "mean"; its value; the weight
     # backward gives it), at the line that called it. A loss module that calls one of
-    # `torch.nn.functional`'s is read by that call, as before. Known limitation: a library
-    # loss written as a function, not a module, is still not seen. Cost: one dict test per
+    # `torch.nn.functional`'s is read by that call, as before. A library loss written as a
+    # function: Note [A loss function of its own]. Cost: one dict test per
     # module return (a call of a loss module: one more read of its output).
     def _module_post(self, module: nn.Module, args, out) -> None:
+        if isinstance(out, _Tensor) and module.training:   # Note [Segments are no heads]
+            self._mark_call(module, out)                        # (doctor/accumulation.py)
         if not self._loss_mods:
             return
         start = self._loss_mods.pop(id(module), None)
@@ -883,8 +887,20 @@ class DoctorProbe(TorchFunctionMode):
             rec: dict[str, Any] = {"fn": name, "by_name": True, "reduction": "mean",
                                    "value": float(out.detach().float().cpu())}
             rec["file"], rec["line"] = user_line()
+            made = made_by_call(args[0]) if args else None   # Note [Segments are no heads]
+            if made is not None:
+                rec["made"] = made
             self._losses.append(rec)
             out.register_hook(_weight_hook(rec))   # Note [What a backward weighs a loss by]
+
+    def _mark_call(self, module: nn.Module, out: _Tensor) -> None:
+        """Note the call of training module `module` on the graph node that made its output
+        (Note [Segments are no heads] in doctor/accumulation.py)."""
+        with torch._C.DisableTorchFunction():
+            meta = _node_metadata(readable_grad_fn(out))
+        if meta is not None:
+            self._returns += 1
+            meta[MADE_BY_CALL] = (id(module), self._returns)
 
     def _module_pre(self, module: nn.Module, args) -> None:
         mid = id(module)
@@ -1723,6 +1739,9 @@ class DoctorProbe(TorchFunctionMode):
             elif isinstance(out, _Tensor) and reduction == "none" and out.numel() > 1:
                 # Note [A loss reduced after the call] (doctor/accumulation.py)
                 rec["mean"] = float(out.detach().float().mean().cpu())
+            made = made_by_call(args[0]) if args else None   # Note [Segments are no heads]
+            if made is not None:                              # (doctor/accumulation.py)
+                rec["made"] = made
         rec["file"], rec["line"] = user_line()
         self._losses.append(rec)
         if isinstance(out, _Tensor) and out.requires_grad and not _functorch_wrapped(out):
