@@ -79,6 +79,9 @@ over, then refilled from kept tensors (`p.grad = torch.zeros_like(p); p.grad.add
 gradient back too (`.add_(g)`, read before the write) and uses both passes. An in-place
 fold into a `.grad` the script set (the zeros above) is read as one into a gradient (it
 was passed over: the fold of `k` went unseen, and `--fold reset` drew "3 of 6").
+Known limitation: a gradient sent through values no torch op made (`torch.from_numpy(
+compress(p.grad.numpy()))`, set back as `.grad`) carries nothing, and reads as written
+over. Cost: one dict lookup per op outside a step; the rest only at such a write.
 
 Cost: nothing while no gradient with pending passes was read; then a scan of each op's
 tensor arguments (a dict lookup each) until a step uses those passes or the tensors die.

@@ -837,7 +837,8 @@ class DoctorProbe(TorchFunctionMode):
     # backward gives it), at the line that called it. A loss module that calls one of
     # `torch.nn.functional`'s is read by that call, as before. A library loss written as a
     # function: Note [A loss function of its own]. Cost: one dict test per
-    # module return (a call of a loss module: one more read of its output).
+    # module return (a call of a loss module: one more read of its output; a training
+    # module's tensor output: one metadata write, Note [Segments are no heads]).
     def _module_post(self, module: nn.Module, args, out) -> None:
         if isinstance(out, _Tensor) and module.training:   # Note [Segments are no heads]
             self._mark_call(module, out)                        # (doctor/accumulation.py)
