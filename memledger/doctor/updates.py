@@ -72,7 +72,8 @@ def _lost(run: Run) -> list[Record]:
     # nor one an optimizer read into its state between steps (SophiaG's Hessian: Note
     # [Gradients an optimizer takes outside its step] in trace/doctor_probe.py)
     return [b for b in run.backwards if b.get("params") and b["n"] not in used
-            and (b["n"] < last or b["n"] in over) and not b.get("moved") and not b.get("input_grads")
+            and (b["n"] < last or b["n"] in over) and not b.get("moved")
+            and not b.get("input_grads")
             and not b.get("beside_grad") and not b.get("into_state")]
 
 

@@ -31,7 +31,8 @@ import torch
 from torch import nn
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--fold", choices=["sum", "add", "clone", "foreach", "scaled", "reset"], default="sum")
+ap.add_argument("--fold", choices=["sum", "add", "clone", "foreach", "scaled", "reset"],
+                default="sum")
 ap.add_argument("--bug", choices=["log", "zero", "replace", "reset", "scale"])
 args = ap.parse_args()
 torch.manual_seed(0)
