@@ -78,7 +78,10 @@ over, then refilled from kept tensors (`p.grad = torch.zeros_like(p); p.grad.add
 `--bug reset`), the step uses what was folded in only; `--fold reset` adds the current
 gradient back too (`.add_(g)`, read before the write) and uses both passes. An in-place
 fold into a `.grad` the script set (the zeros above) is read as one into a gradient (it
-was passed over: the fold of `k` went unseen, and `--fold reset` drew "3 of 6").
+was passed over: the fold of `k` went unseen, and `--fold reset` drew "3 of 6"). Any
+tensor such an in-place op writes over carries nothing of what it carried before, only
+what its other arguments carry (`p.grad.copy_(torch.randn_like(p))`, tests/doctor/
+written_over.py `--write copy`, once read as the gradient folded into itself).
 Known limitation: a gradient sent through values no torch op made (`torch.from_numpy(
 compress(p.grad.numpy()))`, set back as `.grad`) carries nothing, and reads as written
 over. Cost: one dict lookup per op outside a step; the rest only at such a write.
@@ -179,6 +182,13 @@ class FoldedGradients:
                 if isinstance(t, _Tensor) and self.of(t) and t.numel() > 1:
                     return True
         return False
+
+    def forget(self, targets: Any) -> None:
+        """`targets` (a tensor or a list of them) are written over: they carry nothing."""
+        for t in targets if isinstance(targets, (list, tuple)) else (targets,):
+            e = self._of.get(id(t))
+            if e is not None and e[0]() is t:
+                del self._of[id(t)]
 
     def used(self, passes: set[int]) -> None:
         """A step used `passes`: tensors carrying only those carry nothing that matters."""

@@ -272,6 +272,14 @@ def _weight_hook(rec: dict[str, Any]):
     return hook
 
 
+def _overwrites_target(how: str, args) -> bool:
+    """An in-place op that writes its target over, whatever it held (`zero_`, `fill_`,
+    `copy_`, `mul_(0)`): Note [A gradient written over] in doctor_folded.py."""
+    if how == "mul_":
+        return zero_factor(args[1] if len(args) > 1 else None) is not None
+    return how in ("zero_", "fill_", "copy_")
+
+
 def _apart_from_named(losses: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A pass's losses: a mean taken in a function named as a loss counts only where the
     pass holds no other loss (Note [A loss function of its own])."""
@@ -1162,14 +1170,21 @@ class DoctorProbe(TorchFunctionMode):
             out = func(*args, **kwargs)
             self._penalty.grad_taken(args, kwargs, out)
             return out
+        folded = None
         if not self._in_opt:   # Note [Saved-tensor hooks around a function]
             self._pack_at_op()
             over = _OVERWRITES.get(func)   # Note [A gradient written over]
             if over is not None and args and (self._bws or self._folded_in):
                 self._written_over(over, args)
-        # Note [A gradient folded into the step's] (doctor_folded.py)
-        folded = self._folded.passes_in(args, kwargs) if self._folded and not self._in_opt \
-            else None
+            # Note [A gradient folded into the step's] (doctor_folded.py)
+            if self._folded:
+                if over is not None and args and _overwrites_target(over, args):
+                    # its target's values are gone: what it carried too (Note [A
+                    # gradient written over])
+                    self._folded.forget(args[0])
+                    folded = self._folded.passes_in(args[1:], kwargs)
+                else:
+                    folded = self._folded.passes_in(args, kwargs)
         out = self._function(func, args, kwargs)
         if folded:
             with contextlib.suppress(RuntimeError):   # a tensor with no version counter

@@ -449,6 +449,12 @@ BUGS = [
        ["3 of 6 backward passes made gradients that no optimizer.step() used (their "
         "gradients were written over"], ("loss_of().backward()", 2))
       for b in ("replace", "reset")],
+    # ... by values made from none of it, a plain loop (once no finding)
+    *[("written_over.py", ["--write", w], "dropped_update", "warning",
+       ["3 of 3 backward passes made gradients that no optimizer.step() used (their "
+        "gradients were written over"],
+       "nn.functional.mse_loss(model(torch.randn(4, 8)), torch.randn(4, 1)).backward()")
+      for w in ("noise", "copy")],
     # Note [A loss function of its own]: once no finding
     ("own_loss.py", ["--function", "--bug"], "loss_not_divided", "warning",
      ["2 backward passes per optimizer step on the undivided loss"],
@@ -510,6 +516,8 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # (`reset` once "3 of 6": the fold into a `.grad` the script set went unseen)
     ("kept_grads.py", ["--fold", "scaled"]), ("kept_grads.py", ["--fold", "reset"]),
     ("own_loss.py", ["--function"]),   # Note [A loss function of its own]
+    # Note [A gradient written over]: values made from the gradient, or the gradient
+    *[("written_over.py", ["--write", w]) for w in ("half", "view")],
     # Note [Segments are no heads]: divided
     ("segments.py", []), ("segments.py", ["--segments", "3"]),
     ("helper_accum.py", []), ("helper_accum.py", ["--whole"]),
@@ -1337,6 +1345,15 @@ def test_a_gradient_written_over_or_scaled_by_a_kept_ones_norm_drops_its_pass():
         assert over == (bug != "scale"), f.message
     assert doctor("kept_grads.py", "--fold", "scaled").findings == []
     assert doctor("kept_grads.py", "--fold", "reset").findings == []
+
+
+def test_a_gradient_cleared_by_a_zero_tensor_is_zeroed_before_step_alone():
+    """Note [A gradient written over]: `p.grad = torch.zeros_like(p)` between backward and
+    step writes the gradient over, and the step finds it zero: `zeroed_before_step`'s
+    error, as before, and no `dropped_update` beside it."""
+    (f,) = doctor("written_over.py", "--write", "zeros").findings
+    assert (f.check, f.severity, f.evidence) == ("zeroed_before_step", "error",
+                                                 {"params": 4, "steps": [1, 2, 3]})
 
 
 def test_a_gradient_written_over_by_records():
