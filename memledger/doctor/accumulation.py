@@ -192,11 +192,12 @@ def _whole_means(bws: list[dict]) -> int | None:
 # the rule above, the same K for every head. Two heads divided: 1/2, 1/2 a head (total 1:
 # no finding); undivided: 1, 1 a head, 2 whole means, as a one-loss loop's. Heads on one
 # target tensor (deep supervision: tests/doctor/helper_accum.py --heads) are read so too.
-# Known limitation: a sequence's segments with targets of their own (not slices of one
-# tensor), weighed alike, read as heads.
+# A sequence's segments with targets of their own (not slices of one tensor): Note
+# [Segments are no heads].
 def _heads(bws: list[dict]) -> bool:
     """Every pass holds the same number (2 or more) of losses, weighed alike, none two
-    parts of one tensor (Note [Heads weighed each])."""
+    parts of one tensor, nor two segments (Note [Heads weighed each], Note [Segments are
+    no heads])."""
     n = len(bws[0]["losses"])
     if n < 2 or any(len(b["losses"]) != n for b in bws):
         return False
@@ -211,7 +212,47 @@ def _heads(bws: list[dict]) -> bool:
                 continue
             if where.setdefault(t[0], str(t)) != str(t):
                 return False   # one storage, another offset or shape: a part of it
+        if _segments(b["losses"]):
+            return False
     return True
+
+
+# Note [Segments are no heads]
+# Note [Heads weighed each] told a sequence's segments from heads by their targets alone:
+# slices of one tensor are segments. A loop that runs its model over a sequence segment
+# by segment, the state carried, with each segment's targets a tensor of its own (a list
+# the loader gives, a shift computed per segment) and the sequence's loss the mean of
+# the segments' (each weighed 1/S), read as S heads: tests/doctor/segments.py, 2
+# segments, 2 sequences a step, undivided (`--bug`): each "head" weighed 1/2 and 1/2, a
+# total of 1, no run to find, and the doctor said nothing of a gradient twice the mean.
+# What tells them apart is what made the predictions: heads are the outputs of different
+# modules (`heads[0](h)`, `heads[1](h)`), or parts of one output of one call (`out[:,
+# 0]`, `out[:, 1:]`); a segment's prediction is made by the module that made the
+# previous segment's, called again on the next part. The probe notes, on the graph node
+# that made a training module's output, the module and the call's number (the last
+# module to return it: the outermost that returns that tensor), and each loss records
+# the call that made its prediction (through value-preserving ops: `model(x).transpose(1,
+# 2)`). Two losses of a pass whose predictions one module made in two calls, on targets
+# that are not one tensor, are segments: the pass is read whole (its weights summed, as
+# infini's), where undivided 2 segments of 1/2 each weigh 1 a pass: "2 whole means".
+# Two views of one batch by one model on one target tensor (a consistency loss) stay
+# heads. Known limitation: two inputs run through one model with targets of their own
+# and a loss each (a siamese pair trained on both) read as segments; divided by K = 2
+# their pass weighs 1, "2 whole means". Cost: one metadata write per training module
+# call returning a tensor; a walk of a few nodes per loss.
+def _segments(losses: list[dict]) -> bool:
+    """Two of the losses' predictions were made by one module in two calls, on targets
+    that are not one tensor (Note [Segments are no heads])."""
+    calls: dict[int, tuple[int, str]] = {}
+    for x in losses:
+        made = x.get("made")
+        if not made:
+            continue
+        target = str(x.get("target"))
+        seen = calls.setdefault(made[0], (made[1], target))
+        if seen[0] != made[1] and (seen[1] != target or not x.get("target")):
+            return True
+    return False
 
 
 def _runs(weights: list[float]) -> int | None:

@@ -58,9 +58,12 @@ def _lost(run: Run) -> list[Record]:
     # the step's] in trace/doctor_folded.py
     used = {n for st in run.steps
             for n in (*st["bw"], *st.get("reeval", ()), *st.get("folded", ()))}
-    if not used:
+    # passes whose gradients a step found written over: judged, whatever came after them
+    # (Note [A gradient written over] in trace/doctor_folded.py)
+    over = {n for st in run.steps for n in st.get("written_over", ())} - used
+    if not used and not over:
         return []
-    last = max(used)
+    last = max(used | over)
     # a backward whose parameters moved in place before the next one (SAM's ascent step
     # along its gradient, then zero_grad) was used, though by no optimizer.step()
     # nor one taken for an input's gradient (an adversarial example's perturbation)
@@ -69,7 +72,8 @@ def _lost(run: Run) -> list[Record]:
     # nor one an optimizer read into its state between steps (SophiaG's Hessian: Note
     # [Gradients an optimizer takes outside its step] in trace/doctor_probe.py)
     return [b for b in run.backwards if b.get("params") and b["n"] not in used
-            and b["n"] < last and not b.get("moved") and not b.get("input_grads")
+            and (b["n"] < last or b["n"] in over) and not b.get("moved")
+            and not b.get("input_grads")
             and not b.get("beside_grad") and not b.get("into_state")]
 
 
@@ -92,8 +96,12 @@ def dropped(run: Run) -> list[Finding]:
         return []
     bad = sum(1 for b in lost if b.get("nonfinite"))
     updates = sum(1 for st in run.steps if st.get("updated", 1) != 0 and not _cleared(st))
+    # Note [A gradient written over] in trace/doctor_folded.py
+    over = {n for st in run.steps for n in st.get("written_over", ())}
     why = (f"{bad} of them had non-finite gradients, so GradScaler skipped their step"
-           if bad else "a zero_grad ran before any step used them")
+           if bad else "their gradients were written over (`.grad` set or overwritten with "
+           "values made from none of them) before any step used them"
+           if all(b["n"] in over for b in lost) else "a zero_grad ran before any step used them")
     return [Finding(
         check="dropped_update", severity="warning", where=where(lost[0]),
         message=(f"{len(lost)} of {len(run.backwards)} backward passes made gradients that no "

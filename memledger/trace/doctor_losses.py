@@ -347,6 +347,31 @@ def _source(t: _Tensor):
     return None
 
 
+# the graph node's metadata key under which the probe notes the call of a training module
+# that returned the tensor this node made: (id(module), the call's number) (Note [Segments
+# are no heads] in memledger/doctor/accumulation.py)
+MADE_BY_CALL = "memledger.doctor.made_by_call"
+
+
+def made_by_call(t: Any) -> list[int] | None:
+    """[id(module), call number] of the training module call that returned `t`'s values,
+    through value-preserving ops (`model(x).transpose(1, 2)`); None where none is known
+    (Note [Segments are no heads] in memledger/doctor/accumulation.py)."""
+    node = t.grad_fn if isinstance(t, _Tensor) else None
+    for _ in range(12):
+        if node is None:
+            return None
+        meta = _metadata(node)
+        made = meta.get(MADE_BY_CALL) if meta is not None else None
+        if made is not None:
+            return list(made)
+        if type(node).__name__.rstrip("0123456789") not in _PASS:
+            return None
+        nxt = node.next_functions
+        node = nxt[0][0] if nxt else None
+    return None
+
+
 def _metadata(node) -> dict | None:
     with contextlib.suppress(AttributeError, RuntimeError):
         return node.metadata if node is not None else None

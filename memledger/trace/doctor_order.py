@@ -166,7 +166,7 @@ def _all_zero(t: Any) -> bool:
         return False
 
 
-def _zero_factor(v: Any) -> str | None:
+def zero_factor(v: Any) -> str | None:
     """How a factor or value of 0 was given: "" for the number 0, "_t" for a tensor of
     zeros (`mul_(torch.zeros(()))`, `*= torch.tensor(0.)`); None when it is no 0."""
     if isinstance(v, torch.Tensor):
@@ -364,7 +364,7 @@ class OrderWatch:
         if not any(id(g) in self.reads for g in targets):
             return
         if how not in ("zero_", "_foreach_zero_"):
-            zero = _zero_factor(args[1] if len(args) > 1 else None)
+            zero = zero_factor(args[1] if len(args) > 1 else None)
             if zero is None:
                 self.written(first)
                 return

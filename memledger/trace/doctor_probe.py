@@ -93,12 +93,13 @@ from memledger.crash import internal   # Note [memledger's own hooks fail as mem
 from memledger.trace.backward_calls import is_backward
 from memledger.trace.collector import StopTracing
 from memledger.trace.compiled import eager_stance
-from memledger.trace.doctor_folded import FoldedGradients
-from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing
+from memledger.trace.doctor_folded import FoldedGradients, shares_storage
+from memledger.trace.doctor_order import OrderWatch, clip_frame, clips_nothing, zero_factor
 from memledger.trace.doctor_garbage import GarbageWatch
 from memledger.trace.doctor_loose import LooseParams
 from memledger.trace.doctor_losses import (ACTIVATION_MODULE, ACTIVATION_MODULES,
-                                          call_args, logsumexp_taken, loss_inputs)
+                                          MADE_BY_CALL, call_args, logsumexp_taken,
+                                          loss_inputs, made_by_call)
 from memledger.trace.doctor_penalty import PenaltyWatch
 from memledger.trace.doctor_rng import RANDOM_OPS, RngWatch
 from memledger.trace.doctor_unused import UnusedGraphWatch
@@ -140,6 +141,11 @@ _DETACH_IN_PLACE = torch._C.TensorBase.detach_
 _CLEARS = {torch._C.TensorBase.zero_: "zero_", torch.zero_: "zero_",
            torch._C.TensorBase.mul_: "mul_", torch._C.TensorBase.fill_: "fill_",
            torch._foreach_zero_: "_foreach_zero_", torch._foreach_mul_: "_foreach_mul_"}
+# Note [A gradient written over] (doctor_folded.py): the writes over a `.grad`
+_OVERWRITES = {_GRAD.__set__: "set", _DATA.__set__: "data",
+               torch._C.TensorBase.zero_: "zero_", torch.zero_: "zero_",
+               torch._foreach_zero_: "zero_", torch._C.TensorBase.fill_: "fill_",
+               torch._C.TensorBase.mul_: "mul_", torch._C.TensorBase.copy_: "copy_"}
 _AUTOGRAD_GRAD = torch.autograd.grad
 _LOSSES = {F.cross_entropy: "cross_entropy", F.nll_loss: "nll_loss"}
 _LOSS_MODULE = nn.modules.loss._Loss   # Note [A loss module of its own]
@@ -155,6 +161,9 @@ _LOSSES.update(_VALUE_LOSSES)
 _LOGSUMEXP = "logsumexp"
 _LOSSES.update({f: _LOGSUMEXP for f in (torch.logsumexp, torch.Tensor.logsumexp,
                                          torch.special.logsumexp)})
+# a mean a function named as a loss takes: Note [A loss function of its own]
+_MEAN = "mean"
+_LOSSES.update({f: _MEAN for f in (torch.mean, torch.Tensor.mean)})
 # functional dropout (transformers' attention: `F.dropout(w, p, training=module.training)`):
 # check 7 sees nn.Dropout by its module hook; these by their call and the training flag
 # passed (a dispatch mode would not: with training=False no aten op runs at all)
@@ -261,6 +270,22 @@ def _weight_hook(rec: dict[str, Any]):
         with _quiet(), contextlib.suppress(RuntimeError, TypeError, ValueError):
             rec["weight"] = rec.get("weight", 0.0) + float(grad.detach().double().sum())
     return hook
+
+
+def _overwrites_target(how: str, args) -> bool:
+    """An in-place op that writes its target over, whatever it held (`zero_`, `fill_`,
+    `copy_`, `mul_(0)`): Note [A gradient written over] in doctor_folded.py."""
+    if how == "mul_":
+        return zero_factor(args[1] if len(args) > 1 else None) is not None
+    return how in ("zero_", "fill_", "copy_")
+
+
+def _apart_from_named(losses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A pass's losses: a mean taken in a function named as a loss counts only where the
+    pass holds no other loss (Note [A loss function of its own])."""
+    if any(x.get("by_name") for x in losses) and not all(x.get("by_name") for x in losses):
+        return [x for x in losses if not x.get("by_name")]
+    return losses
 
 
 def _checksum(p: torch.Tensor) -> torch.Tensor:
@@ -488,6 +513,7 @@ class DoctorProbe(TorchFunctionMode):
         # id(loss module) -> losses recorded when its call began (Note [A loss module of
         # its own])
         self._loss_mods: dict[int, int] = {}
+        self._returns = 0   # training module calls returned (Note [Segments are no heads])
         self._cuts: dict[int, int] = {}                # id(param) -> cut record index
         # Note [A cut the graph goes around]: id(tensor cut) -> (weakref, cut record)
         self._cut_srcs: dict[int, tuple[weakref.ref, dict]] = {}
@@ -533,6 +559,10 @@ class DoctorProbe(TorchFunctionMode):
         self._folded = FoldedGradients()
         self._pack_seen: Any = None   # Note [Saved-tensor hooks around a function]
         self._folded_in: dict[int, set[int]] = {}
+        # Note [A gradient written over]: id(param) -> passes its `.grad` lost to a write
+        # over it, and id(tensor) -> id(param) for a `.grad` the script set
+        self._gone: dict[int, set[int]] = {}
+        self._grads_set: dict[int, int] = {}
         # Note [Where a clip and a step fall] in doctor_order.py
         self._order = OrderWatch(self.records, self._params, self._index)
         self._sched_where: dict[int, dict[str, Any]] = {}   # scheduler index -> its variable
@@ -639,7 +669,7 @@ class DoctorProbe(TorchFunctionMode):
             for d in (self._index, self._death, self._owner, self._owner_ref,
                       self._param_recs, self._accum, self._bws, self._grad_state,
                       self._cuts, self._tainted, self._pver, self._mixed, self._local,
-                      self._folded_in):
+                      self._folded_in, self._gone):
                 d.pop(pid, None)
             for s_ in (self._late, self._consumed, self._hooked, self._none_grad,
                        self._grads_read, self._in_place, self._replaced, self._computed,
@@ -813,10 +843,13 @@ class DoctorProbe(TorchFunctionMode):
     # returned one value that requires grad, is that value's loss: recorded as a loss call
     # (its class, `reduction` where the module has one, else "mean"; its value; the weight
     # backward gives it), at the line that called it. A loss module that calls one of
-    # `torch.nn.functional`'s is read by that call, as before. Known limitation: a library
-    # loss written as a function, not a module, is still not seen. Cost: one dict test per
-    # module return (a call of a loss module: one more read of its output).
+    # `torch.nn.functional`'s is read by that call, as before. A library loss written as a
+    # function: Note [A loss function of its own]. Cost: one dict test per
+    # module return (a call of a loss module: one more read of its output; a training
+    # module's tensor output: one metadata write, Note [Segments are no heads]).
     def _module_post(self, module: nn.Module, args, out) -> None:
+        if isinstance(out, _Tensor) and module.training:   # Note [Segments are no heads]
+            self._mark_call(module, out)                        # (doctor/accumulation.py)
         if not self._loss_mods:
             return
         start = self._loss_mods.pop(id(module), None)
@@ -834,6 +867,49 @@ class DoctorProbe(TorchFunctionMode):
             rec["file"], rec["line"] = user_line()
             self._losses.append(rec)
             out.register_hook(_weight_hook(rec))   # Note [What a backward weighs a loss by]
+
+    # Note [A loss function of its own]
+    # Note [A loss module of its own] left a library loss written as a function unseen:
+    # `charbonnier_loss(pred, y)` returning `torch.sqrt((pred - y) ** 2 + eps ** 2).mean()`
+    # (tests/doctor/own_loss.py --function, the function in a helper file, loss_fn.py),
+    # 2 micro-batches undivided, drew nothing. By the rule of Note [What a backward weighs
+    # a loss by] it is a loss like any other: a mean its backward weighs 1 undivided, 1/K
+    # divided; and by that Note's where a loss is computed decides nothing, a module's
+    # forward or a function. A function is told by its name as a module is by its class:
+    # a mean of more than one element to one, under grad, requiring grad, taken directly
+    # in a function whose name holds "loss" (`charbonnier_loss`, `loss_fn`, basicsr's
+    # `reduce_loss`, a script's `compute_loss`), is recorded as a loss (the function's
+    # name, reduction "mean", its value, its weight), at the line the script called it.
+    # A pass that holds another loss (a `torch.nn.functional` loss, a loss module's) keeps
+    # that alone: a regulariser's mean beside a cross-entropy in one `compute_loss` is no
+    # loss of its own (read so, the pass's two weights, 1 and 0.01, would make no run of
+    # 1, and the cross-entropy left undivided went unseen). A sum is not recorded
+    # (`loss_not_divided` spares sums). Known limitation: a loss function that reduces by
+    # `.sum() / n` is not seen. Cost: a frame's name read per mean op under grad.
+    def _mean_in_loss(self, name: str, args, kwargs, out) -> None:
+        if not isinstance(out, _Tensor) or not out.requires_grad or _functorch_wrapped(out):
+            return
+        x = args[0] if args else kwargs.get("input")
+        with _quiet(), contextlib.suppress(RuntimeError, TypeError, ValueError):
+            if out.numel() != 1 or not isinstance(x, _Tensor) or x.numel() <= 1:
+                return
+            rec: dict[str, Any] = {"fn": name, "by_name": True, "reduction": "mean",
+                                   "value": float(out.detach().float().cpu())}
+            rec["file"], rec["line"] = user_line()
+            made = made_by_call(args[0]) if args else None   # Note [Segments are no heads]
+            if made is not None:
+                rec["made"] = made
+            self._losses.append(rec)
+            out.register_hook(_weight_hook(rec))   # Note [What a backward weighs a loss by]
+
+    def _mark_call(self, module: nn.Module, out: _Tensor) -> None:
+        """Note the call of training module `module` on the graph node that made its output
+        (Note [Segments are no heads] in doctor/accumulation.py)."""
+        with torch._C.DisableTorchFunction():
+            meta = _node_metadata(readable_grad_fn(out))
+        if meta is not None:
+            self._returns += 1
+            meta[MADE_BY_CALL] = (id(module), self._returns)
 
     def _module_pre(self, module: nn.Module, args) -> None:
         mid = id(module)
@@ -1025,6 +1101,7 @@ class DoctorProbe(TorchFunctionMode):
         if fresh:
             self._bws[pid] = []
             self._folded_in.pop(pid, None)   # Note [A gradient folded into the step's]
+            self._gone.pop(pid, None)        # Note [A gradient written over]
             self._accum[pid] = 0
             self._consumed.discard(pid)
             self._tainted.pop(pid, None)    # zeroed since: what was added is gone
@@ -1093,15 +1170,25 @@ class DoctorProbe(TorchFunctionMode):
             out = func(*args, **kwargs)
             self._penalty.grad_taken(args, kwargs, out)
             return out
+        folded = None
         if not self._in_opt:   # Note [Saved-tensor hooks around a function]
             self._pack_at_op()
-        # Note [A gradient folded into the step's] (doctor_folded.py)
-        folded = self._folded.passes_in(args, kwargs) if self._folded and not self._in_opt \
-            else None
+            over = _OVERWRITES.get(func)   # Note [A gradient written over]
+            if over is not None and args and (self._bws or self._folded_in):
+                self._written_over(over, args)
+            # Note [A gradient folded into the step's] (doctor_folded.py)
+            if self._folded:
+                if over is not None and args and _overwrites_target(over, args):
+                    # its target's values are gone: what it carried too (Note [A
+                    # gradient written over])
+                    self._folded.forget(args[0])
+                    folded = self._folded.passes_in(args[1:], kwargs)
+                else:
+                    folded = self._folded.passes_in(args, kwargs)
         out = self._function(func, args, kwargs)
         if folded:
             with contextlib.suppress(RuntimeError):   # a tensor with no version counter
-                self._folded.made(out, folded)
+                self._folded.made(out, folded, args, kwargs, func)
             self._fold_into_grads(func, args, folded)
         if self._rng.waiting is not None:   # Note [The same randomness every step]
             self._rng.after()
@@ -1131,6 +1218,58 @@ class DoctorProbe(TorchFunctionMode):
         self._pack_seen = hooks[0]
         self._retention.hooks_seen(hooks[0])
 
+    def _grad_owner(self, t: Any) -> int | None:
+        """id(param) whose current `.grad` is `t` (one a backward filled, or one the
+        script set: Note [A gradient written over]); None otherwise."""
+        pid = self._grad_ids.get(id(t))
+        if pid is None:
+            pid = self._grads_set.get(id(t))
+        if pid is None:
+            return None
+        return pid if getattr(self._params.get(pid), "grad", None) is t else None
+
+    def _pending(self, pid: int) -> set[int]:
+        """The passes whose gradients `.grad` of parameter `pid` holds, no step used yet."""
+        return set(self._bws.get(pid, ())) | self._folded_in.get(pid, set())
+
+    def _written_over(self, how: str, args) -> None:
+        """An op that may write over a parameter's `.grad` is about to run (Note [A
+        gradient written over] in doctor_folded.py)."""
+        if torch._C._current_graph_task_id() != -1:
+            return   # a hook or a callback of the backward: its own
+        value = args[1] if len(args) > 1 else None
+        if how == "set":
+            p = args[0]
+            if value is None or not isinstance(value, _Tensor) or \
+                    self._params.get(id(p)) is not p:
+                return   # `p.grad = None`: a clear (zeroed_before_step's)
+            self._grads_set[id(value)] = id(p)
+            self._write_over(id(p), p.grad, value)
+            return
+        if how == "mul_" and zero_factor(value) is None:
+            return   # scaled, not written over
+        if how not in ("copy_", "data"):
+            value = None   # zeros, or a constant
+        first = args[0]
+        for t in first if isinstance(first, (list, tuple)) else (first,):
+            pid = self._grad_owner(t)
+            if pid is not None:
+                self._write_over(pid, t, value)
+
+    def _write_over(self, pid: int, g: Any, value: Any) -> None:
+        pending = self._pending(pid)
+        if not pending or (isinstance(value, _Tensor) and g is not None
+                           and shares_storage(value, g)):
+            return
+        keep = self._folded.of(value) if isinstance(value, _Tensor) and self._folded \
+            else frozenset()
+        gone = pending - keep
+        if gone:
+            self._bws[pid] = [n for n in self._bws.get(pid, ()) if n in keep]
+            if pid in self._folded_in:
+                self._folded_in[pid] &= keep
+            self._gone.setdefault(pid, set()).update(gone)
+
     def _fold_into_grads(self, func, args, passes: frozenset[int]) -> None:
         """An op whose arguments carry `passes`: when it sets a parameter's `.grad` (or
         its `.grad.data`), or writes a parameter's `.grad` in place, those passes are
@@ -1142,13 +1281,11 @@ class DoctorProbe(TorchFunctionMode):
         if name == "__set__" and owner is _GRAD:
             targets = [id(args[0])] if id(args[0]) in self._params else []
         elif name == "__set__" and owner is _DATA:
-            targets = [self._grad_ids[id(args[0])]] if id(args[0]) in self._grad_ids else []
+            targets = [pid] if (pid := self._grad_owner(args[0])) is not None else []
         elif _in_place(func):
-            params, grads = self._params, self._grad_ids
             targets = [pid for t in (args[0] if isinstance(args[0], (list, tuple))
                                      else (args[0],))
-                       if (pid := grads.get(id(t))) is not None
-                       and getattr(params.get(pid), "grad", None) is t]
+                       if (pid := self._grad_owner(t)) is not None]
         else:
             return
         for pid in targets:
@@ -1164,6 +1301,11 @@ class DoctorProbe(TorchFunctionMode):
                     with _quiet(), contextlib.suppress(RuntimeError, AttributeError):
                         logsumexp_taken(args[0])
                 return func(*args, **kwargs)
+            if loss is _MEAN:   # Note [A loss function of its own]
+                out = func(*args, **kwargs)
+                if _grad_enabled() and "loss" in sys._getframe(2).f_code.co_name.lower():
+                    self._mean_in_loss(sys._getframe(2).f_code.co_name, args, kwargs, out)
+                return out
             return self._loss(loss, func, args, kwargs)
         drop = _DROPOUTS.get(func)
         if drop is not None:
@@ -1227,8 +1369,9 @@ class DoctorProbe(TorchFunctionMode):
                         out = func(*args, **kwargs)
                         if name == "__get__" and out is not None:
                             self._order.read_by_script(args[0], out)
-                            if self._bws.get(id(args[0])):   # Note [A gradient folded
-                                self._folded.read(out, self._bws[id(args[0])])  # into ...]
+                            pending = self._pending(id(args[0]))   # Note [A gradient
+                            if pending:                            # folded into ...]
+                                self._folded.read(out, pending)
                         # a read that found no gradient used none (Note [Moved without
                         # reading the gradient]): `Module._apply` reads every `param.grad`
                         # to move it along
@@ -1304,7 +1447,7 @@ class DoctorProbe(TorchFunctionMode):
             self.optimizer_like, unstepped = optimizer_like_alive()   # see]
             self.optimizer_unstepped = unstepped_name(unstepped)
         rec = {"k": "backward", "n": self._bw, "window": self._steps + 1, "value": value,
-               "file": file, "line": line, "losses": self._losses}
+               "file": file, "line": line, "losses": _apart_from_named(self._losses)}
         if isinstance(t, _Tensor) and t.grad_fn is not None:
             inputs, shared, met = self._walk_graph(t.grad_fn, file, line)
             if inputs:
@@ -1612,6 +1755,9 @@ class DoctorProbe(TorchFunctionMode):
             elif isinstance(out, _Tensor) and reduction == "none" and out.numel() > 1:
                 # Note [A loss reduced after the call] (doctor/accumulation.py)
                 rec["mean"] = float(out.detach().float().mean().cpu())
+            made = made_by_call(args[0]) if args else None   # Note [Segments are no heads]
+            if made is not None:                              # (doctor/accumulation.py)
+                rec["made"] = made
         rec["file"], rec["line"] = user_line()
         self._losses.append(rec)
         if isinstance(out, _Tensor) and out.requires_grad and not _functorch_wrapped(out):
@@ -2009,6 +2155,8 @@ class DoctorProbe(TorchFunctionMode):
                                "bw": [], "graded": 0}
         bws: set[int] = set()
         folded: set[int] = set()   # Note [A gradient folded into the step's]
+        over: set[int] = set()     # Note [A gradient written over]
+        self._grads_set.clear()
         self._before = {}
         fused = bool(getattr(opt, "defaults", {}).get("fused"))
         # Note [Where a clip and a step fall]: clipped? a repeat of the previous step?
@@ -2050,6 +2198,11 @@ class DoctorProbe(TorchFunctionMode):
                 self._computed.discard(pid)
                 bws.update(self._bws.pop(pid, ()))
                 folded.update(self._folded_in.pop(pid, ()))
+                gone = self._gone.pop(pid, None)   # Note [A gradient written over]
+                if gone and (g is None or not bool(_values(g).any())):
+                    bws.update(gone)   # cleared: zeroed_before_step's finding
+                elif gone:
+                    over.update(gone)
                 mixed = self._mixed.pop(pid, None)
                 if mixed is not None and g is not None:
                     mixed["step"] = self._steps + 1
@@ -2085,6 +2238,15 @@ class DoctorProbe(TorchFunctionMode):
         if folded - bws:   # Note [A gradient folded into the step's]: used, no micro-batches
             rec["folded"] = sorted(folded - bws)
         self._folded.used(bws | folded)
+        if over - bws - folded:
+            rec["written_over"] = sorted(over - bws - folded)
+            # their parameters are about to move by this step, which uses none of their
+            # gradients: no ascent along them (Note [Moved without reading the gradient])
+            params_now = self._params
+            self._bw_pending = [
+                (r, v) for r, v in self._bw_pending if r["n"] not in over or any(
+                    pid in self._grads_read and self._moved(params_now.get(pid), pid, ver)
+                    for pid, ver in v.items())]
         rec["lr_zero"] = _lr_zero(opt)
         rec["state_empty"] = not _has_state(opt, params)   # Note [A step that builds state]
         self._state_mark = _state_mark(opt)

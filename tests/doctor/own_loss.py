@@ -6,11 +6,16 @@ memledger/trace/doctor_probe.py).
     python own_loss.py --bug     # `loss.backward()`: the gradient is 2x the mean (once no
                                  # finding: the loss was never recorded)
     python own_loss.py           # `(loss / K).backward()` (no finding)
+    python own_loss.py --function [--bug]   # the loss as a function in a helper file,
+                                 # loss_fn.py (the bug once no finding: Note [A loss
+                                 # function of its own])
 """
 import sys
 
 import torch
 from torch import nn
+
+from loss_fn import charbonnier_loss
 
 K = 2
 BUG = "--bug" in sys.argv
@@ -29,7 +34,7 @@ class CharbonnierLoss(nn.Module):
 
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 2))
-criterion = CharbonnierLoss()
+criterion = charbonnier_loss if "--function" in sys.argv else CharbonnierLoss()
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(3):
     for micro in range(K):

@@ -438,6 +438,31 @@ BUGS = [
     *[("kept_grads.py", ["--bug", b], "dropped_update", "warning",
        ["3 of 6 backward passes made gradients that no optimizer.step() used"],
        ("loss_of().backward()", 1)) for b in ("log", "zero")],
+    # Note [A statistic of a gradient carries no pass]: the first loss's norm scales the
+    # second's gradient (once no finding: the norm folded the first pass in)
+    ("kept_grads.py", ["--bug", "scale"], "dropped_update", "warning",
+     ["3 of 6 backward passes made gradients that no optimizer.step() used"],
+     ("loss_of().backward()", 1)),
+    # Note [A gradient written over]: the second loss's gradients written over (`replace`
+    # once no finding; `reset` once "3 of 6" for the first loss's passes, kept and folded)
+    *[("kept_grads.py", ["--bug", b], "dropped_update", "warning",
+       ["3 of 6 backward passes made gradients that no optimizer.step() used (their "
+        "gradients were written over"], ("loss_of().backward()", 2))
+      for b in ("replace", "reset")],
+    # ... by values made from none of it, a plain loop (once no finding)
+    *[("written_over.py", ["--write", w], "dropped_update", "warning",
+       ["3 of 3 backward passes made gradients that no optimizer.step() used (their "
+        "gradients were written over"],
+       "nn.functional.mse_loss(model(torch.randn(4, 8)), torch.randn(4, 1)).backward()")
+      for w in ("noise", "copy")],
+    # Note [A loss function of its own]: once no finding
+    ("own_loss.py", ["--function", "--bug"], "loss_not_divided", "warning",
+     ["2 backward passes per optimizer step on the undivided loss"],
+     "(loss if BUG else loss / K).backward()"),
+    # Note [Segments are no heads]: once no finding (read as heads, 1/2 or 1/3 each)
+    *[("segments.py", ["--bug", "--segments", n], "loss_not_divided", "warning",
+       ["backpropagate 2 whole means: the weights backward gave their loss elements sum to "
+        "1 in each"], "(loss if args.bug else loss / K).backward()") for n in ("2", "3")],
 ]
 
 
@@ -486,6 +511,15 @@ FIXED = [("cut.py", ["--cut", c, "--fixed"]) for c in ("detach", "checkpoint")] 
     # Note [A gradient folded into the step's]: a loss's gradients kept and folded back
     # (each once a false dropped_update: 3 of 6 passes)
     *[("kept_grads.py", ["--fold", f]) for f in ("sum", "add", "clone", "foreach")],
+    # Note [A statistic of a gradient carries no pass]: the kept gradient rescaled by norms
+    # and summed; Note [A gradient written over]: written over, then both folded back
+    # (`reset` once "3 of 6": the fold into a `.grad` the script set went unseen)
+    ("kept_grads.py", ["--fold", "scaled"]), ("kept_grads.py", ["--fold", "reset"]),
+    ("own_loss.py", ["--function"]),   # Note [A loss function of its own]
+    # Note [A gradient written over]: values made from the gradient, or the gradient
+    *[("written_over.py", ["--write", w]) for w in ("half", "view")],
+    # Note [Segments are no heads]: divided
+    ("segments.py", []), ("segments.py", ["--segments", "3"]),
     ("helper_accum.py", []), ("helper_accum.py", ["--whole"]),
     ("helper_accum.py", ["--whole", "--bug"]), ("helper_accum.py", ["--mean"]),
     # two heads' means on one batch, divided: 1 a pass, no whole means (one target tensor)
@@ -1290,6 +1324,72 @@ def test_kept_gradients_folded_back_are_used_and_dropped_ones_still_counted():
         assert (f.check, f.severity) == ("dropped_update", "warning")
         assert f.evidence == {"backward_passes": 6, "dropped": 3, "dropped_nonfinite": 0,
                               "optimizer_steps": 3, "updates": 3}
+
+
+def test_a_gradient_written_over_or_scaled_by_a_kept_ones_norm_drops_its_pass():
+    """Note [A gradient written over], Note [A statistic of a gradient carries no pass]
+    (trace/doctor_folded.py): two losses a step, the first's gradients kept. `replace`
+    puts the kept gradient in place of the second's (`p.grad = k.clone()`): the old code
+    credited the second pass and said nothing. `scale` multiplies the second's by the
+    kept one's norm (`p.grad.mul_(k.norm())`): the norm carried the first pass into the
+    step, and the old code said nothing. Each drops one pass a step, 3 of 6; the step's
+    record names the passes written over. `reset` (`p.grad = torch.zeros_like(p)`, then
+    the kept added) drops the second loss's passes, 2, 4 and 6 (the old code's "3 of 6"
+    were the first loss's, 1, 3, 5: the fold into the set gradient went unseen)."""
+    evidence = {"backward_passes": 6, "dropped": 3, "dropped_nonfinite": 0,
+                "optimizer_steps": 3, "updates": 3}
+    for bug in ("replace", "reset", "scale"):
+        (f,) = doctor("kept_grads.py", "--bug", bug).findings
+        assert (f.check, f.evidence) == ("dropped_update", evidence), bug
+        over = "written over" in f.message
+        assert over == (bug != "scale"), f.message
+    assert doctor("kept_grads.py", "--fold", "scaled").findings == []
+    assert doctor("kept_grads.py", "--fold", "reset").findings == []
+
+
+def test_a_gradient_cleared_by_a_zero_tensor_is_zeroed_before_step_alone():
+    """Note [A gradient written over]: `p.grad = torch.zeros_like(p)` between backward and
+    step writes the gradient over, and the step finds it zero: `zeroed_before_step`'s
+    error, as before, and no `dropped_update` beside it."""
+    (f,) = doctor("written_over.py", "--write", "zeros").findings
+    assert (f.check, f.severity, f.evidence) == ("zeroed_before_step", "error",
+                                                 {"params": 4, "steps": [1, 2, 3]})
+
+
+def test_a_gradient_written_over_by_records():
+    """The records behind the test above: each step uses the kept pass, folded, and
+    finds the other written over."""
+    from memledger.trace.doctor_probe import DoctorProbe
+    from memledger.trace.script import run_and_classify
+
+    probe = DoctorProbe(max_steps=3)
+    with probe:
+        run_and_classify(SCRIPTS / "kept_grads.py", ["--bug", "replace"])
+    steps = [r for r in probe.records if r["k"] == "step"]
+    assert [(st["bw"], st.get("folded"), st.get("written_over")) for st in steps] == [
+        ([], [1], [2]), ([], [3], [4]), ([], [5], [6])]
+
+
+def test_a_loss_function_and_segments_are_weighed():
+    """Note [A loss function of its own] (trace/doctor_probe.py): the Charbonnier loss as a
+    function in a helper file, 2 micro-batches undivided: the old code recorded no loss;
+    now the module form's numbers. Note [Segments are no heads] (doctor/accumulation.py):
+    a recurrent model over 2 segments, targets of their own, the sequence's mean (1/2 a
+    segment), 2 sequences undivided: the old code read the segments as heads (1/2, 1/2
+    each, no run of 1) and said nothing."""
+    (f,) = doctor("own_loss.py", "--function", "--bug").findings
+    assert f.evidence == {"micro_batches": 2, "steps": [1, 2, 3],
+                          "loss_values": f.evidence["backward_values"],
+                          "backward_values": f.evidence["backward_values"]}
+    assert [round(v, 4) for v in f.evidence["loss_values"]] == [0.844, 0.6352]
+    (s,) = doctor("segments.py", "--bug").findings
+    assert s.evidence == {"micro_batches": 2, "backward_passes": 2, "loss_weights": [1.0, 1.0],
+                          "steps": [1, 2, 3]}
+    assert s.message == (
+        "2 backward passes per optimizer step (steps 1-3) backpropagate 2 whole means: the "
+        "weights backward gave their loss elements sum to 1 in each; the gradient is the sum "
+        "of 2 micro-batch means, 2x their mean; scale each micro-batch's loss by 1/2 before "
+        "its backward")
 
 
 def test_a_store_filled_by_hooks_around_a_function_that_calls_no_module_is_counted():
