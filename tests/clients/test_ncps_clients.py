@@ -61,7 +61,10 @@ def _refusal(selector: str, near: str) -> str:
 
 def test_a_cfc_is_predicted_to_the_byte_and_its_cell_refused_alike():
     pols = {"checkpoint:rnn_cell.backbone": 62_012,
-            "checkpoint:rnn_cell.ff1+offload:rnn_cell.time_a": 62_412, "offload:fc": 29_344}
+            "checkpoint:rnn_cell.ff1+offload:rnn_cell.time_a": 62_412, "offload:fc": 29_344,
+            # the glob the refusal of `checkpoint:rnn_cell` advises (Note [What an uncalled
+            # module's refusal advises], replay/policies.py)
+            "checkpoint:rnn_cell.*": 274_720}
     run = run_client("train_ncps.py", ["--model", "cfc"], [*pols, "checkpoint:rnn_cell"])
     assert run.ledger_peak == run.allocator_peak == 30_112
     at = run.summary.at_peak
@@ -73,7 +76,8 @@ def test_a_cfc_is_predicted_to_the_byte_and_its_cell_refused_alike():
     p = run.policies["checkpoint:rnn_cell"]
     assert p.predicted is None and p.measured is None, p
     assert p.predict_refusal == p.measure_refusal == _refusal(
-        "rnn_cell", "rnn_cell.backbone, rnn_cell.ff1, rnn_cell.ff2")
+        "rnn_cell", "rnn_cell.backbone, rnn_cell.ff1, rnn_cell.ff2, ... (4 more) "
+        "(`rnn_cell.*` selects them all)")
 
 
 def test_a_mixed_memory_cfc_carrying_its_state():
