@@ -198,10 +198,10 @@ class PolicyHandle:
                         # (gpytorch's): predict's words (Note [A class with a call of its
                         # own], replay/policies.py)
                         return PolicyError(own_call_message(
-                            part.selector, used, self.own_call[used[0]],
-                            self._around(used[0])))
+                            part.selector, used, self.own_call[used[0]], sorted(self.called)))
+                    # Note [What an uncalled module's refusal advises] (replay/policies.py)
                     return PolicyError(uncalled_message(part.selector, used,
-                                                        self._around(used[0]),
+                                                        sorted(self.called),
                                                         self._method_that_ran(used[0])))
                 return PolicyError(idle_modules_message(part.selector, paths))
         return None
@@ -232,16 +232,6 @@ class PolicyHandle:
         path = self.watch.pop(id(module), None)
         if path is not None:
             self.called.add(path)
-
-    def _around(self, first: str) -> list[str]:
-        """The modules predict names around a region its script never called (replay/
-        policies.py `_refuse_uncalled`): the innermost called module holding it, then the
-        first three called inside it, by depth and name."""
-        outer = max((p for p in self.called if first.startswith(p + ".")), key=len,
-                    default="")
-        inner = sorted((p for p in self.called if p.startswith(first + ".")),
-                       key=lambda p: (p.count("."), p))
-        return ([outer] if outer else []) + inner[:3]
 
     def _used(self, path: str) -> bool:
         """Whether a parameter of the module at `path` got a gradient or was written (by an

@@ -647,8 +647,56 @@ def _refuse_uncalled(sel: str, hits: list[tuple[str, str]],
             f"its own (the script calls its submodules one by one), so a policy on it would "
             f"do nothing; select the modules it holds that run instead{alt}")
     if all(p in own_call for p in paths):
-        raise PolicyError(own_call_message(sel, paths, cls, near))
-    raise PolicyError(uncalled_message(sel, paths, near, (methods or {}).get(first, "")))
+        raise PolicyError(own_call_message(sel, paths, cls, ran_names))
+    raise PolicyError(uncalled_message(sel, paths, ran_names, (methods or {}).get(first, "")))
+
+
+# Note [What an uncalled module's refusal advises]
+# A module whose work never runs as a module call (run through another method: a VAE's
+# `model.encode(x)` that calls its submodules itself; its `.forward()` called directly; a
+# class with a `__call__` of its own, as gpytorch's) was refused with "modules around it
+# that did run": the innermost module holding it, then the first three inside it by
+# depth and name. The first is often the whole model's top block (or nothing a policy
+# can take), and by depth the three mixed a child with that child's own children
+# (`vae.dec, vae.enc, vae.dec.0`). What a user can select instead is what runs inside it
+# as a call: the refusal now lists, as a container's does (Note [What a container's
+# refusal advises]), the modules inside it that run, each the first that runs on its way
+# down, in natural order, three then a count, and, where they sit at one depth, are more
+# than one and a glob one level down selects exactly them among the modules that ran
+# (those inside every module the selector matched), that glob. Where no module inside it
+# runs as a call, it says so in one line, so none inside can be selected, and names the
+# innermost module around it that runs (a policy there holds its work and more), or
+# that none does. Both sides read the paths that ran as calls alone (predict the
+# ledger's module calls, measure the calls it watched inside and above the regions), so
+# they say the same line.
+def _inside_advice(sel: str, paths: list[str], ran: Iterable[str], calls: str,
+                   itself: str = "") -> str:
+    """What to select instead of `paths` (modules never called as modules), from the paths
+    of the modules that ran as calls: `calls` names such a call ("call", "torch module
+    call"); `itself`, where given, the other way out ("call the module itself (...)")."""
+    ran = [p for p in dict.fromkeys(ran) if p]
+    first = paths[0]
+    held = _held(first, [p for p in ran if p.startswith(first + ".")], {})
+    alt = f", or {itself}" if itself else ""
+    if held:
+        every = [h for p in paths for h in _held(p, [q for q in ran if q.startswith(p + ".")],
+                                                 {})]
+        depth = {p.count(".") for p in held}
+        note = ""
+        if len(depth) == 1 and len(every) > 1 and not sel.startswith("@") and "**" not in sel:
+            glob = sel + ".*" * (depth.pop() - first.count("."))
+            if sorted(p for p, _ in _selected(glob, [(q, "") for q in ran])) == sorted(every):
+                what = "what each of them holds" if len(paths) > 1 else "them all"
+                note = f" (`{glob}` selects {what})"
+        return f"select the modules inside it that run as {calls}s: {_listed(held)}{note}{alt}"
+    outer = max((p for p in ran if first.startswith(p + ".")), key=len, default="")
+    out = [itself] if itself else []
+    if outer:
+        out.append(f"select the module around it that runs as one, {outer} (a policy there "
+                   f"holds its work and more)")
+    why = f"no module inside it runs as {_a(calls)}, so none there can be selected"
+    return f"{why}: {' or '.join(out)}" if out else \
+        f"{why}, and no module around it runs as one either"
 
 
 # Note [A class with a call of its own]
@@ -678,14 +726,15 @@ def second_path_message(sel: str, paths: list[str], aliases: dict[str, str],
             f"calls), or give each layer a module of its own")
 
 
-def own_call_message(sel: str, paths: list[str], cls: str, near: list[str]) -> str:
-    """One line: a selector whose modules' classes call their forward themselves."""
-    alt = f"; modules around it that did run: {', '.join(near)}" if near else ""
+def own_call_message(sel: str, paths: list[str], cls: str, ran: Iterable[str]) -> str:
+    """One line: a selector whose modules' classes call their forward themselves; `ran`:
+    the paths of the modules that ran as calls (Note [What an uncalled module's refusal
+    advises])."""
     return (f"selector {sel!r} matches {_listed(paths)}, never called as a module: its class "
             f"({cls}) has a `__call__` of its own, as gpytorch's modules have, which runs "
             f"`forward` without torch's module hooks, the trace's among them, so the trace "
-            f"cannot tell where its work begins and ends; select modules inside it that run "
-            f"as torch module calls{alt}")
+            f"cannot tell where its work begins and ends; "
+            f"{_inside_advice(sel, paths, ran, 'torch module call')}")
 
 
 # Note [Modules run through another method]
@@ -718,28 +767,27 @@ def own_call_message(sel: str, paths: list[str], cls: str, near: list[str]) -> s
 # method `step` (`....mlstm_cell.step(...)`), which no module hook sees". A side that
 # knows none (a method that made nothing, one run inside another module's call) says
 # the line above.
-def uncalled_message(sel: str, paths: list[str], near: list[str], method: str = "") -> str:
+def uncalled_message(sel: str, paths: list[str], ran: Iterable[str], method: str = "") -> str:
     """One line: a selector whose modules' work ran, but never as a module call (Note
     [Modules run through another method], Note [Modules whose forward is called
-    directly]); `method`: the method of `paths[0]` that ran, where known (Note [The method
-    that ran])."""
-    alt = f"; modules around it that did run: {', '.join(near)}" if near else ""
+    directly]); `ran`: the paths of the modules that ran as calls (Note [What an uncalled
+    module's refusal advises]); `method`: the method of `paths[0]` that ran, where known
+    (Note [The method that ran])."""
     leaf = _attribute(paths[0])
+    advice = _inside_advice(sel, paths, ran, "call", f"call the module itself (`self.{leaf}(x)`)")
     if method:
         return (f"selector {sel!r} matches {_listed(paths)}, never called as a module: the "
                 f"code runs its work through its method `{method}` "
                 f"(`{paths[0]}.{method}(...)`), which torch's module hooks, the trace's "
                 f"among them, do not see, so the trace cannot tell where its work begins "
-                f"and ends, and a policy acts on a module's call; select modules inside it "
-                f"that run as calls, or call the module itself (`self.{leaf}(x)`){alt}")
+                f"and ends, and a policy acts on a module's call; {advice}")
     return (f"selector {sel!r} matches {_listed(paths)}, never called as a module: the code "
             f"runs its work through another of its methods (`{paths[0]}.inverse(x)`, "
             f"`{paths[0]}.encode(x)`) "
             f"or calls its `.forward()` directly (`self.{leaf}.forward(x)`) or, for a "
             f"container (an nn.ModuleList), its submodules one by one; torch's module hooks, "
             f"the trace's among them, see none of these, so the trace cannot tell where its "
-            f"work begins and ends, and a policy acts on a module's call; select modules "
-            f"inside it that run as calls, or call the module itself (`self.{leaf}(x)`){alt}")
+            f"work begins and ends, and a policy acts on a module's call; {advice}")
 
 
 def _attribute(path: str) -> str:

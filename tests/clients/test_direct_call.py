@@ -35,9 +35,8 @@ def test_a_cell_whose_forward_is_called_directly_is_refused_alike():
             "calls its `.forward()` directly (`self.cell.forward(x)`) or, for a container (an "
             "nn.ModuleList), its submodules one by one; torch's module hooks, the trace's "
             "among them, see none of these, so the trace cannot tell where its work begins "
-            "and ends, and a policy acts on a module's call; select modules inside it that "
-            "run as calls, or call the module itself (`self.cell(x)`); modules around it "
-            "that did run: cell.proj")
+            "and ends, and a policy acts on a module's call; select the modules inside it "
+            "that run as calls: cell.proj, or call the module itself (`self.cell(x)`)")
     p = run.policies["checkpoint:cell.proj"]
     assert p.predicted == p.measured == 53_492, p
 

@@ -29,8 +29,8 @@ def _line(sel: str, path: str, attr: str, near: str) -> str:
             f"runs its work through its method `step` (`{path.split(', ')[0]}.step(...)`), "
             "which torch's module hooks, the trace's among them, do not see, so the trace "
             "cannot tell where its work begins and ends, and a policy acts on a module's "
-            "call; select modules inside it that run as calls, or call the module itself "
-            f"(`self.{attr}(x)`); modules around it that did run: {near}")
+            f"call; select the modules inside it that run as calls: {near}, or call the "
+            f"module itself (`self.{attr}(x)`)")
 
 
 def test_a_method_called_outside_any_call_names_its_module():
@@ -47,7 +47,7 @@ def test_a_method_called_outside_any_call_names_its_module():
         "checkpoint:@Cell": _line("@Cell", "cells.0, cells.1", "cells[0]",
                                   "cells.0.norm, cells.0.proj"),
         "offload:cells.1": _line("cells.1", "cells.1", "cells[1]",
-                                 "cells.1.norm, cells.1.proj"),
+                                 "cells.1.norm, cells.1.proj (`cells.1.*` selects them all)"),
     }
     for text, line in refused.items():
         p = run.policies[text]

@@ -55,13 +55,16 @@ def _refusal(selector: str, near: str) -> str:
             f"(`self.{leaf}.forward(x)`) or, for a container (an nn.ModuleList), its "
             "submodules one by one; torch's module hooks, the trace's among them, see none of "
             "these, so the trace cannot tell where its work begins and ends, and a policy "
-            "acts on a module's call; select modules inside it that run as calls, or call "
-            f"the module itself (`self.{leaf}(x)`); modules around it that did run: {near}")
+            f"acts on a module's call; select the modules inside it that run as calls: {near}, "
+            f"or call the module itself (`self.{leaf}(x)`)")
 
 
 def test_a_cfc_is_predicted_to_the_byte_and_its_cell_refused_alike():
     pols = {"checkpoint:rnn_cell.backbone": 62_012,
-            "checkpoint:rnn_cell.ff1+offload:rnn_cell.time_a": 62_412, "offload:fc": 29_344}
+            "checkpoint:rnn_cell.ff1+offload:rnn_cell.time_a": 62_412, "offload:fc": 29_344,
+            # the glob the refusal of `checkpoint:rnn_cell` advises (Note [What an uncalled
+            # module's refusal advises], replay/policies.py)
+            "checkpoint:rnn_cell.*": 274_720}
     run = run_client("train_ncps.py", ["--model", "cfc"], [*pols, "checkpoint:rnn_cell"])
     assert run.ledger_peak == run.allocator_peak == 30_112
     at = run.summary.at_peak
@@ -73,7 +76,8 @@ def test_a_cfc_is_predicted_to_the_byte_and_its_cell_refused_alike():
     p = run.policies["checkpoint:rnn_cell"]
     assert p.predicted is None and p.measured is None, p
     assert p.predict_refusal == p.measure_refusal == _refusal(
-        "rnn_cell", "rnn_cell.backbone, rnn_cell.ff1, rnn_cell.ff2")
+        "rnn_cell", "rnn_cell.backbone, rnn_cell.ff1, rnn_cell.ff2, ... (4 more) "
+        "(`rnn_cell.*` selects them all)")
 
 
 def test_a_mixed_memory_cfc_carrying_its_state():
@@ -93,7 +97,7 @@ def test_a_mixed_memory_cfc_carrying_its_state():
     ("ltc-ncp", 170_780, "selective:@LTCCell", "rnn_cell.make_positive_fn"),
     # one CfC cell per NCP layer, each calling its time_a, time_b, tanh and sigmoid
     ("cfc-ncp", 21_344, "checkpoint:@CfCCell",
-     "rnn_cell.layer_0.sigmoid, rnn_cell.layer_0.tanh, rnn_cell.layer_0.time_a"),
+     "rnn_cell.layer_0.sigmoid, rnn_cell.layer_0.tanh, rnn_cell.layer_0.time_a, ... (1 more)"),
 ])
 def test_wired_cells_are_refused_alike(model, peak, policy, near):
     """AutoNCP wirings (12 neurons, 2 motor): the LTC's cell, and the wired CfC's layers
@@ -104,7 +108,10 @@ def test_wired_cells_are_refused_alike(model, peak, policy, near):
     p = run.policies[policy]
     assert p.predicted is None and p.measured is None, p
     assert p.predict_refusal == p.measure_refusal
-    assert p.predict_refusal.endswith(f"modules around it that did run: {near}"), p
+    # Note [What an uncalled module's refusal advises] (replay/policies.py)
+    leaf = {"ltc-ncp": "rnn_cell", "cfc-ncp": "layer_0"}[model]
+    assert p.predict_refusal.endswith(f"select the modules inside it that run as calls: {near}, "
+                                      f"or call the module itself (`self.{leaf}(x)`)"), p
 
 
 @pytest.fixture(scope="module")

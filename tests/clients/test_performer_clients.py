@@ -102,7 +102,10 @@ def test_reversible_layers_are_counted_to_the_byte():
     p = run.policies[upd]
     assert p.predicted is None and p.predict_refusal == p.measure_refusal, p
     assert "matches net.performer.proj_updater, never called as a module" in p.measure_refusal
-    assert p.measure_refusal.endswith("modules around it that did run: net.performer"), p
+    assert p.measure_refusal.endswith(   # Note [What an uncalled module's refusal advises]
+        "no module inside it runs as a call, so none there can be selected: call the module "
+        "itself (`self.proj_updater(x)`) or select the module around it that runs as one, "
+        "net.performer (a policy there holds its work and more)"), p
     assert run.ledger_peak == run.allocator_peak == 610_144
     pk = run.summary.peak
     assert (pk.phase, pk.op, pk.module) == (

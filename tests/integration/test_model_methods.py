@@ -97,9 +97,9 @@ def test_a_module_whose_forward_is_called_directly_is_named_with_the_reason():
         "(`self.feed_forward.forward(x)`) or, for a container (an nn.ModuleList), its "
         "submodules one by one; torch's module hooks, the trace's among them, see none of "
         "these, so the trace cannot tell where its work begins and ends, and a policy acts "
-        "on a module's call; select modules inside it that run as calls, or call the module "
-        "itself (`self.feed_forward(x)`); modules around it that did run: feed_forward.0, "
-        "feed_forward.1, feed_forward.2")
+        "on a module's call; select the modules inside it that run as calls: feed_forward.0, "
+        "feed_forward.1, feed_forward.2 (`feed_forward.*` selects them all), or call the "
+        "module itself (`self.feed_forward(x)`)")
     # a selector that matches nothing at all still lists what ran
     with pytest.raises(PolicyError, match=r"'nothere' matches no module; the modules"):
         predict(led, [parse_policy("checkpoint:nothere")])
@@ -349,7 +349,12 @@ def test_a_frozen_part_run_through_its_method_is_refused_alike(tmp_path, selecto
     said = json.loads(out.read_text())["error"]
     assert said == str(refused.value)
     assert f"selector '{selector}' matches {selector}, never called as a module" in said
-    assert said.endswith("modules around it that did run: enc.lin") == (selector == "enc")
+    # Note [What an uncalled module's refusal advises] (replay/policies.py)
+    assert said.endswith(
+        "select the modules inside it that run as calls: enc.lin, or call the module itself "
+        "(`self.enc(x)`)" if selector == "enc" else
+        "no module inside it runs as a call, so none there can be selected: call the module "
+        "itself (`self.crf(x)`)")
 
 
 def test_a_module_the_model_makes_in_its_forward_is_not_one_of_its_modules():
