@@ -185,8 +185,11 @@ def test_plain():
     assert "peak of each marked test" not in r.stdout.str()
 
 
-def test_plugin_is_light_when_unused(pytester):
+def test_plugin_is_light_when_unused(pytester, monkeypatch):
     """No torch import at start-up or for unmarked tests; the marker is registered."""
+    # Only our plugin is loaded for the import check: another installed plugin may import
+    # torch itself (torchtyping's does, installed beside torchode for the client tests).
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makeconftest("""
 import sys
 def pytest_sessionfinish(session):
@@ -195,9 +198,11 @@ def pytest_sessionfinish(session):
                          if m in sys.modules))
 """)
     pytester.makepyfile("def test_plain():\n    assert True\n")
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "memledger.pytest_plugin",
+                                      "--strict-markers")
     r.assert_outcomes(passed=1)
     assert (pytester.path / "modules.txt").read_text() == ""
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD")   # the entry point registers the marker
     r = pytester.runpytest_subprocess("--markers")
     r.stdout.fnmatch_lines(["@pytest.mark.memledger(peak=None, *, measure=False, phases=None, "
                             "step_time=None, **categories): fail the test when *"])
