@@ -221,7 +221,8 @@ def own_plugins(args: list[str] | tuple[str, ...] = ()) -> tuple[list[str], dict
     environment variable that keeps pytest from loading any other installed plugin) for a
     pytest process a test starts (Note [The pytest processes a test starts load the plugins
     they name])."""
-    named = [a for name in OWN_PLUGINS for a in ("-p", name)]
+    named = [a for name in OWN_PLUGINS if importlib.util.find_spec(name)   # xdist: dev extra
+             for a in ("-p", name)]
     return [*named, *args], {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
