@@ -20,9 +20,20 @@ ROOT = Path(__file__).resolve().parents[1]
 # two workers each tracing with torch's default two threads ran four busy threads on a
 # 2-core box, and every test that waits on a script waited longer. Set before any fixture
 # keys the calibration cache on it (calib_cache.machine_key reads OMP_NUM_THREADS).
+# Note [A worker's threads, whoever imported torch first]
+# The variable reaches torch only if it is set before torch's import, and this file is
+# not always first: pytest imports every installed plugin before any conftest, and one may
+# import torch (torchtyping's, in the dev venv since the fifty-seventh session). Then this
+# pytest process kept torch's default of one thread per core (2 here, 3 workers on 2 cores
+# each running 2) while its traced children read 1: its in-process runs counted other
+# per-thread kernel scratch than the pins were measured with. So where torch is imported
+# already, its thread count is set to the same number here (`one_thread` below does the
+# same for one test); the children still read the variable.
 if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
     _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // _workers))
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 # The suite's two pytest processes start ~80 workers between them: fork them all from one
 # zygote each (Note [Warm starts], memledger/processes.py); 460 of the suite's 638 s of CPU
 # had gone to starting workers cold. tests/unit/test_processes.py checks both ways.
