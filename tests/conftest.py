@@ -20,9 +20,20 @@ ROOT = Path(__file__).resolve().parents[1]
 # two workers each tracing with torch's default two threads ran four busy threads on a
 # 2-core box, and every test that waits on a script waited longer. Set before any fixture
 # keys the calibration cache on it (calib_cache.machine_key reads OMP_NUM_THREADS).
+# Note [A worker's threads, whoever imported torch first]
+# The variable reaches torch only if it is set before torch's import, and this file is
+# not always first: pytest imports every installed plugin before any conftest, and one may
+# import torch (torchtyping's, in the dev venv since the fifty-seventh session). Then this
+# pytest process kept torch's default of one thread per core (2 here, 3 workers on 2 cores
+# each running 2) while its traced children read 1: its in-process runs counted other
+# per-thread kernel scratch than the pins were measured with. So where torch is imported
+# already, its thread count is set to the same number here (`one_thread` below does the
+# same for one test); the children still read the variable.
 if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
     _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // _workers))
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 # The suite's two pytest processes start ~80 workers between them: fork them all from one
 # zygote each (Note [Warm starts], memledger/processes.py); 460 of the suite's 638 s of CPU
 # had gone to starting workers cold. tests/unit/test_processes.py checks both ways.
@@ -198,6 +209,34 @@ def _no_frame_evaluator_left() -> Iterator[None]:
 # looked for with its whitespace joined). The fresh-process way in stays tested where it is
 # the claim: test_reliability_cli.py's FRESH cases and signals, test_output_width.py's
 # tables piped at 80 columns, test_check_cli.py's exit codes.
+# Note [The pytest processes a test starts load the plugins they name]
+# A test of memledger's pytest plugin runs pytest in a fresh process (pytester's
+# subprocess runs, the reliability cases' `pytest --memledger-json`, `pytest -n 2`). pytest
+# loads every `pytest11` entry point installed in the environment at start-up, and the dev
+# venv holds the client tiers' libraries and what they bring: jaxtyping, typeguard, anyio,
+# platformdirs, and (fifty-seventh session) torchtyping, whose plugin imports torch. A bare
+# `pytest --co` in an empty folder read 2.32-2.33 s of CPU (user) with every plugin
+# autoloaded, 0.66-0.67 s without torchtyping's, 0.19-0.23 s with only memledger's loaded;
+# and test_plugin_is_light_when_unused, which asserts that nothing imported torch at
+# start-up, failed on torchtyping's import, not on ours. So these processes run with
+# PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 and name the plugins they use by their entry point
+# (`-p memledger`, `-p xdist`): the same plugin code the entry point loads, in a process
+# whatever else the venv holds does not reach. pytest's own plugins (pytester, capture...)
+# are not entry points and load as before. pytester's in-process runs keep autoloading:
+# torch is imported in the pytest process already, and they cost no start-up.
+OWN_PLUGINS = ("memledger", "xdist")
+
+
+def own_plugins(args: list[str] | tuple[str, ...] = ()) -> tuple[list[str], dict[str, str]]:
+    """(`-p NAME` for each of memledger's and xdist's entry points, then `args`; the
+    environment variable that keeps pytest from loading any other installed plugin) for a
+    pytest process a test starts (Note [The pytest processes a test starts load the plugins
+    they name])."""
+    named = [a for name in OWN_PLUGINS if importlib.util.find_spec(name)   # xdist: dev extra
+             for a in ("-p", name)]
+    return [*named, *args], {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
 @pytest.fixture
 def cli_zygote(monkeypatch) -> None:
     """`memledger` run in a subprocess by this test forks its workers from this process's

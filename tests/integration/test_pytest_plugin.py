@@ -24,6 +24,19 @@ import memledger.trace.api  # noqa: F401  (the same reason: it holds torch objec
 
 pytest_plugins = ["pytester"]
 
+
+def in_a_subprocess(pytester, *args: str):
+    """`pytester.runpytest_subprocess(*args)` with memledger's and xdist's plugins alone
+    loaded, whatever else the venv installs (Note [The pytest processes a test starts load
+    the plugins they name], tests/conftest.py); this process's environment as it was."""
+    from tests.conftest import own_plugins
+
+    argv, env = own_plugins(args)
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in env.items():
+            mp.setenv(name, value)
+        return pytester.runpytest_subprocess(*argv)
+
 STEP = """
 import pytest, torch
 
@@ -159,8 +172,8 @@ def test_plain():
     out = pytester.path / "run.json"
     # in a subprocess: the profiler (measure=True) imports torch modules that an in-process
     # run would have to import again
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--memledger",
-                                      "--memledger-json", str(out))
+    r = in_a_subprocess(pytester, "-p", "no:cacheprovider", "--memledger",
+                        "--memledger-json", str(out))
     r.assert_outcomes(passed=3, failed=1)
     r.stdout.fnmatch_lines([
         "*= memledger: peak of each marked test =*",
@@ -185,11 +198,8 @@ def test_plain():
     assert "peak of each marked test" not in r.stdout.str()
 
 
-def test_plugin_is_light_when_unused(pytester, monkeypatch):
+def test_plugin_is_light_when_unused(pytester):
     """No torch import at start-up or for unmarked tests; the marker is registered."""
-    # Only our plugin is loaded for the import check: another installed plugin may import
-    # torch itself (torchtyping's does, installed beside torchode for the client tests).
-    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makeconftest("""
 import sys
 def pytest_sessionfinish(session):
@@ -198,12 +208,10 @@ def pytest_sessionfinish(session):
                          if m in sys.modules))
 """)
     pytester.makepyfile("def test_plain():\n    assert True\n")
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "memledger.pytest_plugin",
-                                      "--strict-markers")
+    r = in_a_subprocess(pytester, "-p", "no:cacheprovider", "--strict-markers")
     r.assert_outcomes(passed=1)
     assert (pytester.path / "modules.txt").read_text() == ""
-    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD")   # the entry point registers the marker
-    r = pytester.runpytest_subprocess("--markers")
+    r = in_a_subprocess(pytester, "--markers")
     r.stdout.fnmatch_lines(["@pytest.mark.memledger(peak=None, *, measure=False, phases=None, "
                             "step_time=None, **categories): fail the test when *"])
 
@@ -278,3 +286,23 @@ def test_here():
                             "*PytestWarning: memledger: the test body ran no torch op in the "
                             "test's thread, so its budget was checked against 0 B*"])
     assert "test_here" not in r.stdout.str().split("warnings summary")[1]
+
+
+def test_a_pytest_process_a_test_starts_loads_only_the_plugins_it_names(pytester):
+    """Note [The pytest processes a test starts load the plugins they name]: of the
+    installed `pytest11` entry points, such a process loads memledger's and xdist's alone
+    (the dev venv holds others: jaxtyping's, typeguard's, anyio's; torchtyping's imports
+    torch), and memledger's is the one its entry point names."""
+    pytester.makeconftest("""
+def pytest_sessionfinish(session):
+    pm = session.config.pluginmanager
+    with open("plugins.txt", "w") as f:
+        f.write(" ".join(sorted(d.project_name for _, d in pm.list_plugin_distinfo())))
+        f.write("\\n" + type(pm.get_plugin("memledger")).__name__ + " "
+                + pm.get_plugin("memledger").__name__)
+""")
+    pytester.makepyfile("def test_plain():\n    assert True\n")
+    in_a_subprocess(pytester, "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    dists, plugin = (pytester.path / "plugins.txt").read_text().splitlines()
+    assert dists == "pytest-xdist torch-memledger"
+    assert plugin == "module memledger.pytest_plugin"

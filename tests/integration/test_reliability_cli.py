@@ -24,10 +24,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import own_plugins
 from tests.integration.reliability_cases import CASES, PEAK_BYTES, RUN_CASES, Case
 
 MEMLEDGER = [sys.executable, "-m", "memledger"]
-RUNNERS = {"memledger": MEMLEDGER, "pytest": [sys.executable, "-m", "pytest"]}
+# pytest in a fresh process loads memledger's and xdist's plugins alone, whatever else the
+# venv installs (Note [The pytest processes a test starts load the plugins they name])
+PYTEST_ARGS, PYTEST_ENV = own_plugins()
+RUNNERS = {"memledger": MEMLEDGER, "pytest": [sys.executable, "-m", "pytest", *PYTEST_ARGS]}
 # its `memledger` runs fork their workers from this process's zygote (tests/conftest.py)
 pytestmark = pytest.mark.usefixtures("cli_zygote")
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +44,8 @@ def _snapshot(d: Path, names: tuple[str, ...]) -> dict[str, bytes]:
 def _run(argv: list[str], cwd: Path, timeout: float = 120,
          **env: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT), **env}
+    if argv[1:3] == ["-m", "pytest"]:
+        env.update(PYTEST_ENV)
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env=env)
 
@@ -318,8 +324,9 @@ def test_over():
 def test_xdist_json(tmp_path: Path) -> None:
     pytest.importorskip("xdist")
     (tmp_path / "test_budget.py").write_text(XDIST_TESTS)
-    r = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
-              "--memledger-json", "out.json", "test_budget.py"], tmp_path, timeout=300)
+    r = _run(RUNNERS["pytest"] + ["-q", "-p", "no:cacheprovider", "-n", "2",
+                                  "--memledger-json", "out.json", "test_budget.py"],
+             tmp_path, timeout=300)
     assert r.returncode == 1, r.stdout
     d = json.loads((tmp_path / "out.json").read_text())
     assert d["ok"] is False and d["tests_failed"] == 1
