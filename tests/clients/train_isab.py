@@ -10,12 +10,14 @@ tiny, nothing downloaded.
     memledger trace tests/clients/train_isab.py --steps 2 -o i.ledger -- --latents carried
     memledger compare tests/clients/train_isab.py -p 'checkpoint:@ISAB' -- --self-attend
 
-`--latents learned` (each ISAB its own `num_latents` parameter) or `carried` (the script
+`--latents learned` (each ISAB its own `num_latents` parameter), `carried` (the script
 hands learned latents to the first block and carries the latents each block returns to
-the next), `--self-attend` (latent_self_attend), `--inverted` (inverted attention),
+the next), `shared` (the script hands its one latents parameter to every block) or
+`sliced` (the first `--latents-n` elements of each set, a view of the block's input), `--self-attend` (latent_self_attend), `--inverted` (inverted attention),
 `--dim`, `--heads`, `--latents-n`, `--blocks`, `--batch`, `--max-set`, `--perm W` (the
 permutation-invariance term's weight; 0 leaves it out), `--accum N`, `--clip C`, `--sgd`,
-`--bug stale` (zero_grad never called), `--bug clip-after-step`.
+`--bf16` (the forward and loss under CPU autocast to bfloat16), `--validate` (a loss in
+eval under no_grad each step), `--bug stale` (zero_grad never called), `--bug clip-after-step`.
 """
 
 import argparse
@@ -45,16 +47,17 @@ class PMA(nn.Module):
 class SetTransformer(nn.Module):
     def __init__(self, args: argparse.Namespace) -> None:
         super().__init__()
-        self.carried = args.latents == "carried"
+        self.mode = args.latents
+        self.n = args.latents_n
         self.embed = nn.Linear(3, args.dim)
-        n = None if self.carried else args.latents_n
+        n = args.latents_n if self.mode == "learned" else None
         self.blocks = nn.ModuleList(
             ISAB(dim=args.dim, heads=args.heads, num_latents=n,
                  latent_self_attend=args.self_attend, inverted_attention=args.inverted)
             for _ in range(args.blocks))
         self.norms = nn.ModuleList(nn.LayerNorm(args.dim) for _ in range(args.blocks))
-        self.latents = nn.Parameter(torch.randn(args.latents_n, args.dim)) if self.carried \
-            else None
+        self.latents = nn.Parameter(torch.randn(args.latents_n, args.dim)) \
+            if self.mode in ("carried", "shared") else None
         self.pool = PMA(args.dim, args.heads, 1)
         self.head = nn.Linear(args.dim, 2)
 
@@ -62,8 +65,12 @@ class SetTransformer(nn.Module):
         h = self.embed(x)
         lat = self.latents
         for block, norm in zip(self.blocks, self.norms):
-            if self.carried:
+            if self.mode == "carried":
                 out, lat = block(h, latents=lat, mask=mask)
+            elif self.mode == "shared":
+                out, _ = block(h, latents=self.latents, mask=mask)
+            elif self.mode == "sliced":
+                out, _ = block(h, latents=h[:, :self.n], mask=mask)
             else:
                 out, _ = block(h, mask=mask)
             h = norm(h + out)
@@ -83,7 +90,7 @@ def batch_of(args: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor, torc
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--latents", default="learned", choices=["learned", "carried"])
+    p.add_argument("--latents", default="learned", choices=["learned", "carried", "shared", "sliced"])
     p.add_argument("--self-attend", action="store_true")
     p.add_argument("--inverted", action="store_true")
     p.add_argument("--dim", type=int, default=16)
@@ -96,6 +103,8 @@ def main() -> None:
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--clip", type=float, default=0.0)
     p.add_argument("--sgd", action="store_true")
+    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--validate", action="store_true")
     p.add_argument("--bug", default="", choices=["", "stale", "clip-after-step"])
     args = p.parse_args()
     torch.manual_seed(0)
@@ -109,11 +118,13 @@ def main() -> None:
         model.train()
         for _ in range(args.accum):
             x, mask, y = batch_of(args)
-            pred = model(x, mask)
-            loss = F.mse_loss(pred, y)
-            if args.perm:
-                perm = torch.randperm(args.max_set)
-                loss = loss + args.perm * F.mse_loss(model(x[:, perm], mask[:, perm]), pred)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                pred = model(x, mask)
+                loss = F.mse_loss(pred.float(), y)
+                if args.perm:
+                    perm = torch.randperm(args.max_set)
+                    loss = loss + args.perm * F.mse_loss(model(x[:, perm], mask[:, perm]),
+                                                         pred)
             (loss / args.accum if args.accum > 1 else loss).backward()
         if args.clip and args.bug != "clip-after-step":
             torch.nn.utils.clip_grad_norm_(params, args.clip)
@@ -123,6 +134,11 @@ def main() -> None:
         if args.bug != "stale":
             optim.zero_grad()
         print(f"step {step}  loss {loss.item():.4f}")
+        if args.validate:
+            model.eval()
+            with torch.no_grad():
+                x, mask, y = batch_of(args)
+                print(f"validation loss {F.mse_loss(model(x, mask), y).item():.4f}")
 
 
 if __name__ == "__main__":
