@@ -13,6 +13,9 @@ Measured (`tests/clients/harness.py run_client`, the helper hunt57e, 2026-12-08,
   777,668, `checkpoint:blocks.0+offload:blocks.1` 731,248.
 - `--latents carried --self-attend --inverted --perm 1 --accum 2`: 1,295,792 B;
   `selective:@ISAB:save=bmm` 971,784, `selective:@Attention:save=_softmax` 899,000.
+- `--bf16 --perm 1 --blocks 1` (the model called twice in one autocast region): 430,204 B
+  + 19,592 B of kernel scratch; `checkpoint:blocks.*` 395,240, predicted 409,064 before
+  (Note [A later call's save of a cached cast ends no re-run], replay/engine.py).
 `show` listed mse_loss's save of the model's output (32 B) under "(SetTransformer.forward)"
 (Note [A save just after the model's forward returned], ledger/model.py). The doctor finds
 nothing on the loops; `--bug stale` is `grad_leak`, `--bug clip-after-step` `clip_order`.
@@ -63,6 +66,26 @@ def test_inverted_attention_with_permutation_loss_accumulation_and_clipping():
         if peak is not None:
             assert_pinned(run.policies[policy].measured, amd_bf16=peak)
     assert fake_client_gaps("train_isab.py", argv, list(pols)) == {}
+
+
+@pytest.mark.slow
+def test_bf16_model_called_twice_rerun_stops_at_its_own_last_pack():
+    """Under bf16 autocast the permutation term calls the model again in the same region:
+    the second call saves the weight casts the first made (autocast's cache), and the
+    first call's re-run was priced to the end of the block, through `attn2.to_out`'s kernel
+    and its 20,480 B of oneDNN scratch that the real re-run (stopped at that Linear's pack)
+    never calls: 409,064 B predicted against 395,240 measured."""
+    argv = ["--bf16", "--perm", "1", "--blocks", "1"]
+    pols = {"checkpoint:blocks.*": 395_240, "checkpoint:blocks.0.attn1": 421_764,
+            "offload:@ISAB": None}
+    run = run_client("train_isab.py", argv, list(pols))
+    assert run.ledger_peak == 430_204
+    assert run.ledger.peak_with_scratch() == run.allocator_peak
+    assert_pinned(run.allocator_peak, amd_bf16=449_796)
+    for policy, peak in pols.items():
+        assert run.policies[policy].predicted == run.policies[policy].measured
+        if peak is not None:
+            assert_pinned(run.policies[policy].measured, amd_bf16=peak)
 
 
 @pytest.mark.slow
