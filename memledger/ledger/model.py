@@ -423,6 +423,16 @@ class Ledger:
                                   [blank[~inside]], ev0, ev1, labels)
         return out
 
+    # Note [A save just after the model's forward returned]
+    # A `saved` record's `ev` is the last event before the save (autograd packs an op's
+    # inputs before the op allocates its output), so the loss's save of the model's output,
+    # `F.mse_loss(model(x), y)`, has the event of the forward's last allocation: inside the
+    # model's forward scope [ev0, ev1) by events alone, and `show` listed the loss's saves
+    # (and the loss's backward ops, which unpack them) under "(SetTransformer.forward)"
+    # instead of the script. The event cannot tell the two apart (a save at the very end of
+    # the model's own forward has the same one), so the collector says which it was: a save
+    # made while no module's forward ran is written with `"script": 1` and stays the
+    # script's, whatever its event. Older ledgers lack it and keep the event rule.
     def _label_root_backward(self, out, rows, ev, ev0, ev1, labels) -> None:
         """Backward ops carry the module that saved what their node unpacked (the latest
         unpack's storage, trace/collector.py `_unpack`); a save in the model's own forward
@@ -453,6 +463,8 @@ class Ledger:
         s_sid, s_ev = keys[np.maximum(k, 0)] // span, keys[np.maximum(k, 0)] % span
         s_mod = sv["mod"].astype(str).to_numpy(dtype=object)[np.maximum(k, 0)]
         ok &= (k >= 0) & (s_sid == sid) & (s_mod == "")
+        if "script" in sv:   # Note [A save just after the model's forward returned]
+            ok &= ~sv["script"].fillna(0).astype(bool).to_numpy()[np.maximum(k, 0)]
         i = np.searchsorted(ev0, s_ev, side="right") - 1
         ok &= (i >= 0) & (s_ev < ev1[np.maximum(i, 0)])
         out[rows[ok]] = [labels[x] for x in i[ok]]
@@ -465,8 +477,14 @@ class Ledger:
         rows = rows.copy()
         rows["module"] = self.module_labels(rows["module"].astype(str), rows["created"])
         if "saved_module" in rows:
-            rows["saved_module"] = self.module_labels(rows["saved_module"].astype(str),
-                                                      rows["saved_ev"])
+            mods = self.module_labels(rows["saved_module"].astype(str), rows["saved_ev"])
+            sv = self.saves
+            if len(sv) and "script" in sv:   # Note [A save just after the model's forward
+                first = sv.drop_duplicates("sid", keep="first")   # returned]
+                script = set(first["sid"][first["script"].fillna(0).astype(bool)].tolist())
+                if script:
+                    mods[np.isin(rows.index.to_numpy(), list(script))] = ""
+            rows["saved_module"] = mods
         return rows
 
     def live_at(self, ev: int, rows: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -1062,7 +1080,10 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
 
     # `sparse`: 1 where the saved tensor was a sparse one, saved by its values (older
     # ledgers lack it: 0; Note [A sparse save stays on the device] in replay/engine.py)
-    sv = _table(by_kind.pop("saved", []), {"sid": None, "ev": None, "mod": "", "sparse": 0})
+    # `script`: 1 where no module's forward was running at the save (older ledgers lack it:
+    # 0; Note [A save just after the model's forward returned])
+    sv = _table(by_kind.pop("saved", []), {"sid": None, "ev": None, "mod": "", "sparse": 0,
+                                           "script": 0})
     _check_required("saved", sv, ("sid", "ev"))
     df["saved_module"], df["saved_ev"], df["saved_last_ev"] = "", -1, -1
     if len(sv):
@@ -1070,6 +1091,7 @@ def _storages(by_kind: dict[str, list[Record]]) -> tuple[pd.DataFrame, pd.DataFr
         idx, first = rows_of(first)
         df.iloc[idx, df.columns.get_loc("saved_module")] = first["mod"].astype(str).to_numpy()
         df.iloc[idx, df.columns.get_loc("saved_ev")] = first["ev"].to_numpy(dtype=np.int64)
+
         idx, last = rows_of(sv.drop_duplicates("sid", keep="last"))
         df.iloc[idx, df.columns.get_loc("saved_last_ev")] = last["ev"].to_numpy(dtype=np.int64)
     # a Python number autograd saved, which no hook saw (no `saved` record): the module of

@@ -20,7 +20,10 @@ event 7 and freed after event 11 is live on [7, 12): `created=7`, `freed=12`.
                                  # (COO, CSR, ...), recorded by its values; offload leaves
                                  # it on the device (absent in older ledgers: read as
                                  # dense; Note [A sparse save stays on the device] in
-                                 # replay/engine.py)
+                                 # replay/engine.py); + "script": 1 when no module's
+                                 # forward was running (the script's code: a loss after the
+                                 # model returned; Note [A save just after the model's
+                                 # forward returned] in ledger/model.py)
     {"k":"unpack","sid":3,"ev":40,"end":44,"rel":46}    # unpacked by backward; `end`: the
                                  # event its node returned at (or let go of what the unpack
                                  # handed it, if before: Note [What a node lets go of before

@@ -4116,10 +4116,12 @@ class Collector(ShardingMixin, TorchDispatchMode):
             self._saves_at = (ev, {})
         k = self._saves_at[1].get(sid, 0)
         self._saves_at[1][sid] = k + 1
+        rec = {"k": "saved", "sid": sid, "ev": ev, "mod": mod}
         if sparse:
-            self.sink.write({"k": "saved", "sid": sid, "ev": ev, "mod": mod, "sparse": 1})
-        else:
-            self.sink.write({"k": "saved", "sid": sid, "ev": ev, "mod": mod})
+            rec["sparse"] = 1
+        if not mod and not self._mod_stack:
+            rec["script"] = 1   # Note [A save just after the model's forward returned]
+        self.sink.write(rec)
         return k
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:

@@ -541,3 +541,20 @@ def test_qat_observers_make_checkpoint_refused_by_predict():
                      {"offload:blocks.*": base}, base)
     assert rows[0].reason == "gradients: gradient of blocks.1.0.bias differs at step 1; " \
         "predict refuses it: " + ckpt.predict_refusal.removeprefix("memledger: ")
+
+
+@pytest.mark.slow
+def test_a_rerun_stops_at_its_own_last_pack_when_a_later_call_saved_its_cast():
+    """Note [A later call's save of a cached cast ends no re-run] (replay/engine.py): the
+    model called twice in one bf16 autocast region; the second call saves the weight casts
+    the first call made (autocast's cache). The first call's re-run was run to the end of
+    the block, through `b`'s kernel and its oneDNN scratch, which the real re-run never
+    calls (it stops at `b`'s pack): `checkpoint:blocks.0` predicted 176,784 B against
+    176,078 B measured (isab-pytorch's Set Transformer: +13,824 B). Exact now."""
+    from tests.clients.harness import assert_pinned
+
+    run = run_client("train_autocast_twice.py", ["--steps", "2"],
+                     ["checkpoint:blocks.0", "checkpoint:blocks.*"])
+    for text, p in run.policies.items():
+        assert p.predicted is not None and p.predicted == p.measured, (text, p)
+    assert_pinned(run.policies["checkpoint:blocks.0"].measured, amd_bf16=176_078)
