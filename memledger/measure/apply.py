@@ -88,7 +88,6 @@ from memledger.replay.script_checkpoint import (
     offload_inside_message,
 )
 from memledger.replay.scripted import refuse_scripted_regions
-from memledger.replay.first_call import first_call_setup_message
 from memledger.replay.stateful import (
     ARGUMENT_CHANGED,
     INPUT_WRITTEN,
@@ -1245,6 +1244,10 @@ def rerun_refusal(fills: bool = True, selective: bool = False) -> str | None:
     if fills and filled is not None:
         return emptied_cache_message(policy, path, filled, selective and not graph)
     if fills and set_up is not None:   # Note [A set-up on the first call] (first_call.py)
+        # imported here: replay.prepared pulls pandas in, whose import starts a thread, and
+        # the zygote imports this module before it forks (Note [Warm starts])
+        from memledger.replay.first_call import first_call_setup_message
+
         return first_call_setup_message(policy, path, f"{path}.{set_up}" if path else set_up)
     return None
 
