@@ -1038,8 +1038,7 @@ def _parameter_digests(parts: list) -> list:
         m = ref()
         for n, p in (m._parameters.items() if m is not None else ()):
             if p is not None:
-                out.append((f"{path}.{n}" if path else n, weakref.ref(p),
-                            _digest(p.detach(), contiguous_only=True)))
+                out.append((f"{path}.{n}" if path else n, weakref.ref(p), _param_digest(p)))
     return out
 
 
@@ -1047,7 +1046,16 @@ def _set_up_since(setup: list | None) -> str | None:
     """The first parameter, by name, whose digest moved since `setup` was taken (None:
     none, or no digests): Note [A set-up on the first call] (replay/first_call.py)."""
     return min((n for n, ref, d in setup or () if d is not None and (p := ref()) is not None
-                and _digest(p.detach(), contiguous_only=True) != d), default=None)
+                and _param_digest(p) != d), default=None)
+
+
+def _param_digest(p: torch.Tensor) -> tuple | None:
+    """`_digest` of a parameter's bytes; None for what is no plain tensor or parameter: a
+    lazy module's UninitializedParameter, or a wrapper a library swapped in for the call
+    (opacus's ExpandedWeight), whose `detach` raises."""
+    if type(p) not in (torch.Tensor, nn.Parameter):
+        return None
+    return _digest(p.detach(), contiguous_only=True)
 
 
 def _data_written(state: list, digests: list) -> list[str]:
