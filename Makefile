@@ -5,11 +5,12 @@ BIN     := $(VENV)/bin
 # Pinned for dev and CI only: the CPU build lies on the dev machines' disk; an unpinned
 # torch would download a several-GB CUDA build. The package itself accepts torch>=2.3.
 TORCH_PIN ?= torch==2.13.0
-# Test workers (pytest-xdist): one more than the machine has cores. Most tests wait on a
-# traced script in a fresh process for part of their time; the extra worker runs in those
-# waits (idle 2-core box, same tree, back to back: 3 workers 4 min 44 s, 2 workers 5 min
+# Test workers (pytest-xdist): two more than the machine has cores. Most tests wait on a
+# traced script in a fresh process for part of their time; the extra workers run in those
+# waits (idle 2-core box, clean clones of one tree, fifty-seventh session: 4 workers 6 min
+# 55 s of tests, 3 workers 8 min 9 s; fifty-fifth: 3 workers 4 min 44 s, 2 workers 5 min
 # 16 s). `make test PYTEST_WORKERS=0` runs serially.
-PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 2 )))
 
 .PHONY: demo test setup clean
 
